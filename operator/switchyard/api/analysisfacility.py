@@ -1,0 +1,105 @@
+"""AnalysisFacility: the network, the target and the inline children of one facility."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .base import CommonStatus, LabelKey, LabelValue, Model, cel, rules
+from .s3staging import S3StagingBody
+from .workerfleet import InlineFleet
+from .xcachepool import InlinePool
+
+Routing = Literal["local", "hashed", "auto"]
+
+
+class Switch(Model):
+    """One network switch (rack or top-of-rack) and its uplink to the spine."""
+
+    name: LabelValue = Field(description="Switch name: the value of the switch label on the nodes behind it.")
+    uplink_gbps: float = Field(gt=0, le=100000, description="Uplink capacity to the spine in Gbps, each direction.")
+
+
+class Network(Model):
+    """How the facility's nodes are wired: which switch each node sits on and what its links carry."""
+
+    switch_label: LabelKey = Field(
+        default="switchyard.dev/switch",
+        description="Node label whose value names the switch a node is cabled to.",
+    )
+    nic_gbps_annotation: LabelKey = Field(
+        default="switchyard.dev/nic-gbps",
+        description="Node annotation giving the node's NIC speed in Gbps.",
+    )
+    default_nic_gbps: float = Field(default=25.0, gt=0, le=1600, description="NIC speed assumed for nodes without the annotation.")
+    wan_gbps: float = Field(default=100.0, gt=0, le=100000, description="Capacity towards the origins (cache fills), in Gbps.")
+    switches: list[Switch] = Field(
+        min_length=1,
+        max_length=1000,
+        description="The switches workloads may be placed behind, with their uplink capacity. Names must be unique.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class AnalysisFacilitySpec(Model):
+    """Desired state of an analysis facility."""
+
+    model_config = rules(
+        cel(
+            "!has(self.fleets) || !has(self.cachePools) || self.fleets.all(f, !has(f.pool) || self.cachePools.exists(p, p.name == f.pool))",
+            "every fleet's pool must name one of spec.cachePools",
+            ".fleets",
+        ),
+    )
+
+    network: Network = Field(description="Switches, uplinks and NIC speeds: the input to placement.")
+    target_gbps: float = Field(default=200.0, gt=0, le=100000, description="The aggregate read throughput the facility aims for, in Gbps.")
+    routing: Routing = Field(
+        default="auto",
+        description="How workers pick a cache: local (their switch's caches), hashed (rendezvous hash over all caches), auto (per switch by headroom).",
+    )
+    cache_pools: list[InlinePool] = Field(
+        default_factory=list,
+        max_length=16,
+        description="XCache pools; each becomes an owned XCachePool named '<facility>-<name>'.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    fleets: list[InlineFleet] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Worker fleets; each becomes an owned WorkerFleet named '<facility>-<name>'.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    staging: S3StagingBody | None = Field(default=None, description="The staging area; becomes an owned S3Staging named '<facility>-staging'.")
+
+
+class SwitchPlan(Model):
+    """The plan for one switch."""
+
+    name: str = Field(description="Switch name.")
+    caches: int = Field(default=0, description="Planned cache hosts.")
+    workers: int = Field(default=0, description="Planned workers, all fleets.")
+    in_gbps: float = Field(default=0, description="Predicted uplink load towards the switch, Gbps.")
+    out_gbps: float = Field(default=0, description="Predicted uplink load away from the switch, Gbps.")
+    utilisation: float = Field(default=0, description="Predicted peak uplink utilisation (0..1).")
+    routing: str = Field(default="local", description="Routing mode chosen for the switch.")
+
+
+class PlanSummary(Model):
+    """What the planner predicts for the current placement."""
+
+    predicted_gbps: float = Field(default=0, description="Predicted deliverable aggregate Gbps.")
+    bound_gbps: float = Field(default=0, description="Upper bound on any placement's Gbps (LP relaxation).")
+    bottleneck: str = Field(default="", description="What limits the plan (e.g. 'uplink sw2', 'cache serving', 'demand').")
+    planner: str = Field(default="", description="Planner that produced the plan.")
+    switches: list[SwitchPlan] = Field(default_factory=list, description="Per-switch plan.")
+
+
+class AnalysisFacilityStatus(CommonStatus):
+    """Observed state of an analysis facility."""
+
+    switches: int = Field(default=0, description="Switches with nodes.")
+    caches: int = Field(default=0, description="Planned cache hosts.")
+    workers: int = Field(default=0, description="Planned workers.")
+    plan: PlanSummary | None = Field(default=None, description="The current plan.")

@@ -1,0 +1,104 @@
+"""Shared pieces of every switchyard API model.
+
+The models are the single source of truth: the CRD generator turns them into
+OpenAPI schemas, and the operator validates every object through them before
+anything is planned or built.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
+
+GROUP = "switchyard.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# DNS-1123 label: what Kubernetes accepts as a name that also becomes part of
+# child object names and label values.
+DnsLabel = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=40, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+]
+# A label value (e.g. a switch name as it appears on nodes).
+LabelValue = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"),
+]
+# A qualified label or annotation key such as "switchyard.dev/switch".
+LabelKey = Annotated[
+    str,
+    StringConstraints(
+        min_length=1,
+        max_length=253,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+    ),
+]
+# A container image reference; no whitespace or shell metacharacters.
+ImageRef = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$"),
+]
+# A host name or IP address.
+HostName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.:]*[A-Za-z0-9])?$"),
+]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Model(BaseModel):
+    """Base for all API models: camelCase on the wire, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    def to_wire(self) -> dict:
+        """The object as the API server stores it (camelCase, no unset Nones)."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict:
+    """One CEL validation rule, as the CRD generator places it."""
+    out = {"rule": rule, "message": message}
+    if field_path:
+        out["fieldPath"] = field_path
+    return out
+
+
+def rules(*items: dict) -> ConfigDict:
+    """Model config carrying CEL rules into the generated schema."""
+    return ConfigDict(json_schema_extra={"x-kubernetes-validations": list(items)})
+
+
+class ObjectRef(Model):
+    """A reference to another switchyard object in the same namespace."""
+
+    name: DnsLabel = Field(description="Name of the referenced object, in the same namespace.")
+
+
+ConditionType = Literal["Ready", "Progressing", "Degraded"]
+
+
+class Condition(Model):
+    """A standard Kubernetes condition."""
+
+    type: str = Field(description="Condition type: Ready, Progressing or Degraded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(description="A CamelCase word that explains the status.")
+    message: str = Field(default="", description="A human-readable explanation.")
+    observed_generation: int = Field(default=0, description="The .metadata.generation the condition was computed from.")
+    last_transition_time: str = Field(default="", description="When the status last changed (RFC 3339).")
+
+
+class CommonStatus(Model):
+    """Status fields every kind carries."""
+
+    observed_generation: int = Field(default=0, description="The .metadata.generation last reconciled.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing and Degraded conditions.")

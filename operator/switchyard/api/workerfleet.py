@@ -1,0 +1,124 @@
+"""WorkerFleet: Dask or TaskVine workers placed on the facility's switches."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from .base import (
+    CommonStatus,
+    DnsLabel,
+    HostName,
+    ImageRef,
+    Model,
+    ObjectRef,
+    Port,
+    cel,
+    rules,
+)
+from .xcachepool import SwitchCount
+
+DEFAULT_DASK_IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
+DEFAULT_TASKVINE_IMAGE = "docker.io/cclnd/cctools-env:x86_64-almalinux9"
+
+EnvName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class Dask(Model):
+    """Run `dask worker` processes."""
+
+    model_config = rules(
+        cel(
+            "has(self.schedulerAddress) != self.createScheduler",
+            "dask needs exactly one of schedulerAddress or createScheduler: true",
+            ".schedulerAddress",
+        ),
+    )
+
+    scheduler_address: Annotated[str, StringConstraints(max_length=260, pattern=r"^(tcp|tls)://[A-Za-z0-9.-]+:[0-9]{1,5}$")] | None = Field(
+        default=None, description="Address of an existing Dask scheduler, e.g. tcp://scheduler.ns:8786.",
+    )
+    create_scheduler: bool = Field(default=False, description="Run a scheduler (Deployment and Service, dashboard on 8787) for this fleet.")
+
+
+class TaskVine(Model):
+    """Run `vine_worker` processes."""
+
+    model_config = rules(
+        cel(
+            "has(self.managerHost) != has(self.managerName)",
+            "taskvine needs exactly one of managerHost or managerName",
+            ".managerHost",
+        ),
+    )
+
+    manager_host: HostName | None = Field(default=None, description="Manager host name; workers connect to managerHost:managerPort.")
+    manager_port: Port = Field(default=9123, description="Manager port.")
+    manager_name: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = Field(
+        default=None, description="Project name to find the manager through the catalog server (vine_worker -M).",
+    )
+    catalog: Annotated[str, StringConstraints(max_length=260, pattern=r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")] | None = Field(
+        default=None, description="Catalog server host[:port], for managerName.",
+    )
+    transfer_port: Port = Field(default=9124, description="Port the worker serves peer transfers on.")
+    disk_mib: int = Field(default=10240, ge=100, le=10_000_000, description="Disk the worker offers, in MiB.")
+
+
+class RampUp(Model):
+    """How fast new workers may start, to avoid start storms."""
+
+    max_starts_per_second: float = Field(default=20.0, gt=0, le=10000, description="New workers started per second, at most, per fleet.")
+    jitter_seconds: int = Field(default=10, ge=0, le=3600, description="Each worker waits a delay in [0, jitterSeconds) derived from its name before starting its engine.")
+
+
+class EnvVar(Model):
+    """An extra environment variable for every worker."""
+
+    name: EnvName = Field(description="Variable name.")
+    value: Annotated[str, StringConstraints(max_length=4096)] = Field(default="", description="Literal value (never interpreted by a shell).")
+
+
+class WorkerFleetBody(Model):
+    """Everything that describes a fleet, inline in a facility or standalone."""
+
+    model_config = rules(
+        cel("has(self.dask) != has(self.taskvine)", "exactly one engine section (dask or taskvine) must be set", ".dask"),
+    )
+
+    replicas: int = Field(default=1, ge=0, le=100000, description="Number of workers.")
+    dask: Dask | None = Field(default=None, description="Dask engine settings (exclusive with taskvine).")
+    taskvine: TaskVine | None = Field(default=None, description="TaskVine engine settings (exclusive with dask).")
+    image: ImageRef | None = Field(default=None, description="Worker image; defaults to the engine's image.")
+    cores: int = Field(default=1, ge=1, le=256, description="CPU cores per worker (request and limit).")
+    memory_gib: float = Field(default=4.0, gt=0, le=4096, description="Memory per worker in GiB (request and limit).")
+    read_gbps: float = Field(default=0.2, gt=0, le=400, description="Gbps one busy worker reads; the planner's demand per worker.")
+    pool: DnsLabel | None = Field(default=None, description="Name of the facility's cache pool to read through; defaults to the first pool.")
+    staging: DnsLabel | None = Field(default=None, description="Name of an S3Staging whose endpoint and credentials the workers receive.")
+    ramp_up: RampUp = Field(default_factory=RampUp, description="Start-storm shaping.")
+    env: list[EnvVar] = Field(
+        default_factory=list, max_length=64, description="Extra environment for every worker.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class WorkerFleetSpec(WorkerFleetBody):
+    """Desired state of a WorkerFleet."""
+
+    facility_ref: ObjectRef = Field(description="The AnalysisFacility whose switches and caches the workers use.")
+
+
+class InlineFleet(WorkerFleetBody):
+    """A fleet declared inside a facility; it becomes WorkerFleet '<facility>-<name>'."""
+
+    name: DnsLabel = Field(description="Fleet name, unique within the facility.")
+
+
+class WorkerFleetStatus(CommonStatus):
+    """Observed state of a WorkerFleet."""
+
+    engine: str = Field(default="", description="dask or taskvine.")
+    replicas: int = Field(default=0, description="Workers that exist (for the scale subresource).")
+    ready_replicas: int = Field(default=0, description="Workers ready.")
+    selector: str = Field(default="", description="Label selector of the fleet's pods (for the scale subresource).")
+    switches: list[SwitchCount] = Field(default_factory=list, description="Planned and ready workers per switch.")

@@ -1,0 +1,165 @@
+"""XCachePool: XRootD caching proxies on a facility's NVMe nodes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from .base import (
+    CommonStatus,
+    DnsLabel,
+    HostName,
+    ImageRef,
+    LabelKey,
+    LabelValue,
+    Model,
+    ObjectRef,
+    Port,
+    cel,
+    rules,
+)
+
+DEFAULT_XCACHE_IMAGE = "hub.opensciencegrid.org/opensciencegrid/xcache:23-release"
+
+# An absolute path made of plain path characters: it is rendered into the
+# xrootd config and a hostPath volume, so nothing else is allowed.
+AbsPath = Annotated[
+    str,
+    StringConstraints(min_length=2, max_length=200, pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$"),
+]
+
+
+class Origin(Model):
+    """Where cache misses are fetched from."""
+
+    model_config = rules(
+        cel("self.mode == 'forward' || has(self.host)", "origin.host is required when mode is 'fixed'", ".host"),
+    )
+
+    mode: Literal["fixed", "forward"] = Field(
+        default="fixed",
+        description="fixed: every miss goes to host:port (pss.origin). forward: the cache acts as a "
+        "forwarding proxy and clients name the origin in the URL.",
+    )
+    host: HostName | None = Field(default=None, description="Origin (or redirector) host name, for mode 'fixed'.")
+    port: Port = Field(default=1094, description="Origin XRootD port.")
+
+
+class Storage(Model):
+    """The NVMe disks a cache host uses, as paths on the node."""
+
+    model_config = rules(
+        cel("!(self.metaPath in self.dataPaths)", "storage.metaPath must differ from every data path", ".metaPath"),
+    )
+
+    data_paths: list[AbsPath] = Field(
+        default_factory=lambda: ["/mnt/nvme0"],
+        min_length=1,
+        max_length=32,
+        description="One host path per data disk (JBOD); each becomes an 'oss.space data' entry so every disk is used.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    meta_path: AbsPath = Field(
+        default="/mnt/xcache-meta",
+        description="Host path for the cache's metadata (.cinfo) space.",
+    )
+
+
+class Pfc(Model):
+    """XrdPfc (proxy file cache) tuning, as XRootD 5 documents it."""
+
+    model_config = rules(
+        cel("self.lowWatermark < self.highWatermark", "pfc.lowWatermark must be below pfc.highWatermark", ".lowWatermark"),
+    )
+
+    block_size_kib: int = Field(
+        default=1024,
+        ge=4,
+        le=524288,
+        multiple_of=4,
+        description="pfc.blocksize in KiB: from 4 KiB to 512 MiB in multiples of 4 KiB.",
+    )
+    prefetch_blocks: int = Field(default=10, ge=0, le=512, description="pfc.prefetch: blocks read ahead per file; 0 turns prefetch off.")
+    ram_gib: int = Field(default=8, ge=1, le=1024, description="pfc.ram: memory for in-flight blocks, in GiB.")
+    low_watermark: float = Field(default=0.90, gt=0, lt=1, description="pfc.diskusage low water mark: purging stops below this fraction of the disks.")
+    high_watermark: float = Field(default=0.95, gt=0, le=1, description="pfc.diskusage high water mark: purging starts above this fraction of the disks.")
+    purge_interval_seconds: int = Field(default=300, ge=10, le=86400, description="How often the cache checks disk usage and purges.")
+    write_queue_blocks: int = Field(default=16, ge=1, le=4096, description="pfc.writequeue: blocks queued for writing to disk.")
+    write_queue_threads: int = Field(default=4, ge=1, le=64, description="pfc.writequeue: threads writing blocks to disk.")
+
+
+class Auth(Model):
+    """Client authorisation at the cache."""
+
+    model_config = rules(
+        cel("self.mode == 'none' || size(self.issuers) > 0", "auth.issuers needs at least one issuer when mode is 'scitokens'", ".issuers"),
+    )
+
+    mode: Literal["none", "scitokens"] = Field(default="none", description="none: open read access. scitokens: require a SciToken (over ZTN).")
+    issuers: list[Annotated[str, StringConstraints(max_length=200, pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$")]] = Field(
+        default_factory=list, max_length=8, description="Accepted token issuer URLs (https).",
+    )
+
+
+class Resources(Model):
+    """Requested CPU and memory per pod."""
+
+    cpu: Annotated[str, StringConstraints(max_length=16, pattern=r"^[0-9]+(\.[0-9]+)?m?$")] = Field(
+        default="4", description="CPU request, a Kubernetes quantity (e.g. '4' or '500m')."
+    )
+    memory: Annotated[str, StringConstraints(max_length=16, pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")] = Field(
+        default="16Gi", description="Memory request and limit, a Kubernetes quantity (e.g. '16Gi')."
+    )
+
+
+class XCachePoolBody(Model):
+    """Everything that describes a pool, inline in a facility or standalone."""
+
+    image: ImageRef = Field(default=DEFAULT_XCACHE_IMAGE, description="Container image running xrootd; defaults to OSG's maintained XCache image.")
+    nvme_label: LabelKey = Field(
+        default="switchyard.dev/nvme",
+        description="Node label that marks NVMe nodes eligible to host a cache (any value but 'false').",
+    )
+    node_selector: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Further node labels a cache host must carry.",
+    )
+    max_hosts_per_switch: int = Field(default=8, ge=0, le=1000, description="Upper bound on cache hosts on one switch.")
+    serve_gbps: float = Field(default=40.0, gt=0, le=800, description="What one cache host can serve, in Gbps (capped by the node's NIC).")
+    miss_ratio: float = Field(default=0.1, ge=0, le=1, description="Expected fraction of served bytes fetched from the origin.")
+    port: Port = Field(default=1094, description="Port the cache serves XRootD on (host network).")
+    origin: Origin = Field(description="Where misses are fetched from.")
+    storage: Storage = Field(default_factory=Storage, description="Data and metadata disks on each host.")
+    pfc: Pfc = Field(default_factory=Pfc, description="Proxy file cache tuning.")
+    auth: Auth = Field(default_factory=Auth, description="Client authorisation.")
+    resources: Resources = Field(default_factory=Resources, description="CPU and memory per cache host.")
+
+
+class XCachePoolSpec(XCachePoolBody):
+    """Desired state of an XCachePool."""
+
+    facility_ref: ObjectRef = Field(description="The AnalysisFacility whose network and planner place this pool.")
+
+
+class InlinePool(XCachePoolBody):
+    """A pool declared inside a facility; it becomes XCachePool '<facility>-<name>'."""
+
+    name: DnsLabel = Field(description="Pool name, unique within the facility.")
+
+
+class SwitchCount(Model):
+    """A count on one switch."""
+
+    switch: str = Field(description="Switch name.")
+    desired: int = Field(default=0, description="Planned count.")
+    ready: int = Field(default=0, description="Ready count.")
+
+
+class XCachePoolStatus(CommonStatus):
+    """Observed state of an XCachePool."""
+
+    hosts: int = Field(default=0, description="Planned cache hosts.")
+    ready_hosts: int = Field(default=0, description="Cache hosts ready to serve.")
+    switches: list[SwitchCount] = Field(default_factory=list, description="Planned and ready hosts per switch.")
+    serving_gbps: float = Field(default=0, description="Serving capacity of the ready hosts, in Gbps.")
+    endpoint: str = Field(default="", description="The pool-wide Service address (host:port).")

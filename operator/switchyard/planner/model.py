@@ -1,0 +1,95 @@
+"""The planner's contract: what goes in and what a Plan says.
+
+Pure data, no solver: builders, handlers and the CLI depend on this module
+only, so solvers can change without touching them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..api.workerfleet import WorkerFleetBody
+from ..api.xcachepool import XCachePoolBody
+
+
+class Unsatisfiable(Exception):
+    """Valid input that no placement can realise (e.g. no NVMe node anywhere)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class PoolRequest:
+    name: str
+    body: XCachePoolBody
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    name: str
+    body: WorkerFleetBody
+
+    @property
+    def pool(self) -> str | None:
+        return self.body.pool
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where things run: cache hosts by node, workers by count per switch."""
+
+    # pool -> switch -> node names (sorted)
+    caches: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    # fleet -> switch -> worker count
+    workers: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def cache_count(self, switch: str) -> int:
+        return sum(len(by_switch.get(switch, ())) for by_switch in self.caches.values())
+
+    def worker_count(self, switch: str) -> int:
+        return sum(by_switch.get(switch, 0) for by_switch in self.workers.values())
+
+    def moves_from(self, current: "Placement | None") -> int:
+        """Pods that must start elsewhere to go from `current` to this placement."""
+        if current is None:
+            return 0
+        moved = 0
+        for pool, by_switch in current.caches.items():
+            for switch, nodes in by_switch.items():
+                kept = set(self.caches.get(pool, {}).get(switch, ()))
+                moved += sum(1 for n in nodes if n not in kept)
+        for fleet, by_switch in current.workers.items():
+            for switch, count in by_switch.items():
+                moved += max(0, count - self.workers.get(fleet, {}).get(switch, 0))
+        return moved
+
+
+@dataclass(frozen=True)
+class UplinkLoad:
+    switch: str
+    capacity_gbps: float
+    in_gbps: float
+    out_gbps: float
+
+    @property
+    def utilisation(self) -> float:
+        return max(self.in_gbps, self.out_gbps) / self.capacity_gbps if self.capacity_gbps else 0.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    placement: Placement
+    routing: Mapping[str, str]            # switch -> local | hashed
+    uplinks: tuple[UplinkLoad, ...]       # one per switch, sorted by switch
+    predicted_gbps: float                 # deliverable aggregate read Gbps
+    bound_gbps: float                     # no placement can deliver more
+    bottleneck: str                       # what limits predicted_gbps
+    planner: str                          # which solver produced it
+    moves: int = 0                        # pods moved relative to the current placement
+
+    def uplink(self, switch: str) -> UplinkLoad:
+        return next(u for u in self.uplinks if u.switch == switch)

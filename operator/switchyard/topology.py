@@ -1,0 +1,227 @@
+"""Nodes → switches: the topology snapshot the planner works on.
+
+Two ways in: live Node objects (through the operator's node index) and
+topology files (`e2e/topologies/*.yaml`, used by `switchyard plan` and the
+local cluster). Both end as the same immutable `Topology`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from pydantic import Field, ValidationError
+
+from .api.analysisfacility import Network
+from .api.base import DnsLabel, LabelKey, LabelValue, Model
+
+GIB = 1024**3
+_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
+_SUFFIX = {
+    "": 1, "m": 1e-3, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+}
+
+
+def parse_quantity(text: str | int | float) -> float:
+    """A Kubernetes quantity ('500m', '16Gi', '4') as a float."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    match = _QUANTITY.match(str(text).strip())
+    if not match or match.group(2) not in _SUFFIX:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return float(match.group(1)) * _SUFFIX[match.group(2)]
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the operator keeps of a Node: enough to place on it."""
+
+    name: str
+    labels: Mapping[str, str]
+    nic_gbps: float | None
+    cpu_millis: int
+    memory_bytes: int
+    pods: int
+    schedulable: bool = True
+
+    def label(self, key: str) -> str | None:
+        return self.labels.get(key)
+
+
+def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") -> NodeInfo:
+    """Project a Node object onto NodeInfo (pure; used by the kopf index)."""
+    meta = body.get("metadata", {})
+    status = body.get("status", {})
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+    nic = (meta.get("annotations") or {}).get(nic_annotation)
+    try:
+        nic_gbps = float(nic) if nic is not None else None
+    except ValueError:
+        nic_gbps = None
+    return NodeInfo(
+        name=meta["name"],
+        labels=dict(sorted((meta.get("labels") or {}).items())),
+        nic_gbps=nic_gbps if nic_gbps and nic_gbps > 0 else None,
+        cpu_millis=int(parse_quantity(alloc.get("cpu", 0)) * 1000),
+        memory_bytes=int(parse_quantity(alloc.get("memory", 0))),
+        pods=int(parse_quantity(alloc.get("pods", 110))),
+        schedulable=ready and not body.get("spec", {}).get("unschedulable", False),
+    )
+
+
+@dataclass(frozen=True)
+class Host:
+    """A node as the planner sees it: on one switch, with its capacities."""
+
+    name: str
+    switch: str
+    nic_gbps: float
+    cpu_millis: int
+    memory_bytes: int
+    pods: int
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def matches(self, selector: Mapping[str, str]) -> bool:
+        return all(self.labels.get(k) == v for k, v in selector.items())
+
+    def has_nvme(self, nvme_label: str) -> bool:
+        value = self.labels.get(nvme_label)
+        return value is not None and value.lower() != "false"
+
+
+@dataclass(frozen=True)
+class SwitchNodes:
+    name: str
+    uplink_gbps: float
+    hosts: tuple[Host, ...]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Switches with their uplinks and the schedulable hosts behind each."""
+
+    switches: tuple[SwitchNodes, ...]
+    wan_gbps: float
+    # Schedulable nodes whose switch label names no declared switch.
+    unknown_switch_nodes: tuple[str, ...] = ()
+
+    def switch(self, name: str) -> SwitchNodes:
+        return next(s for s in self.switches if s.name == name)
+
+    @property
+    def hosts(self) -> tuple[Host, ...]:
+        return tuple(h for s in self.switches for h in s.hosts)
+
+
+def snapshot(nodes: Iterable[NodeInfo], network: Network) -> Topology:
+    """Group schedulable nodes by the facility's switches (deterministic order)."""
+    declared = {s.name: s for s in network.switches}
+    by_switch: dict[str, list[Host]] = {name: [] for name in declared}
+    unknown: list[str] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        if not node.schedulable:
+            continue
+        switch = node.label(network.switch_label)
+        if switch is None:
+            continue
+        if switch not in declared:
+            unknown.append(node.name)
+            continue
+        by_switch[switch].append(Host(
+            name=node.name, switch=switch, nic_gbps=node.nic_gbps or network.default_nic_gbps,
+            cpu_millis=node.cpu_millis, memory_bytes=node.memory_bytes, pods=node.pods, labels=node.labels,
+        ))
+    return Topology(
+        switches=tuple(SwitchNodes(n, declared[n].uplink_gbps, tuple(by_switch[n])) for n in sorted(declared)),
+        wan_gbps=network.wan_gbps,
+        unknown_switch_nodes=tuple(unknown),
+    )
+
+
+# ---------------------------------------------------------------- topology files
+
+class NodeGroup(Model):
+    """Identical nodes behind one switch."""
+
+    name: DnsLabel = Field(description="Name prefix; nodes are named '<switch>-<name>-<i>' (or '<switch>-<name>' when count is 1).")
+    count: int = Field(default=1, ge=1, le=10000, description="How many such nodes.")
+    nic_gbps: float = Field(default=25.0, gt=0, le=1600, description="NIC speed in Gbps.")
+    cpu: int = Field(default=32, ge=1, le=4096, description="Allocatable CPU cores.")
+    memory_gib: int = Field(default=128, ge=1, le=65536, description="Allocatable memory in GiB.")
+    pods: int = Field(default=110, ge=1, le=10000, description="Allocatable pods.")
+    nvme_disks: int = Field(default=0, ge=0, le=64, description="NVMe data disks; nodes with any are labelled as NVMe nodes.")
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, description="Extra node labels.")
+
+
+class TopologySwitch(Model):
+    name: LabelValue = Field(description="Switch name (the switch label's value on its nodes).")
+    uplink_gbps: float = Field(gt=0, le=100000, description="Uplink capacity to the spine in Gbps.")
+    nodes: list[NodeGroup] = Field(default_factory=list, description="Node groups cabled to this switch.")
+
+
+class TopologyFile(Model):
+    """A facility's physical layout: switches and the nodes behind them."""
+
+    switch_label: LabelKey = Field(default="switchyard.dev/switch", description="Label carrying the switch name.")
+    nvme_label: LabelKey = Field(default="switchyard.dev/nvme", description="Label marking NVMe nodes (value: disk count).")
+    nic_gbps_annotation: LabelKey = Field(default="switchyard.dev/nic-gbps", description="Annotation carrying the NIC speed.")
+    wan_gbps: float = Field(default=100.0, gt=0, description="Capacity towards the origins, Gbps.")
+    switches: list[TopologySwitch] = Field(min_length=1, description="Switches and their nodes.")
+
+    def node_infos(self) -> list[NodeInfo]:
+        """The nodes this file describes, as the operator would see them."""
+        out = []
+        for switch in self.switches:
+            for group in switch.nodes:
+                for i in range(group.count):
+                    name = f"{switch.name}-{group.name}" if group.count == 1 else f"{switch.name}-{group.name}-{i}"
+                    labels = {**group.labels, self.switch_label: switch.name}
+                    if group.nvme_disks:
+                        labels[self.nvme_label] = str(group.nvme_disks)
+                    out.append(NodeInfo(
+                        name=name.lower(), labels=dict(sorted(labels.items())), nic_gbps=group.nic_gbps,
+                        cpu_millis=group.cpu * 1000, memory_bytes=group.memory_gib * GIB, pods=group.pods,
+                    ))
+        return out
+
+    def network(self) -> Network:
+        """The network section a facility on this topology would declare."""
+        return Network(
+            switch_label=self.switch_label, nic_gbps_annotation=self.nic_gbps_annotation, wan_gbps=self.wan_gbps,
+            switches=[{"name": s.name, "uplink_gbps": s.uplink_gbps} for s in self.switches],
+        )
+
+
+class TopologyError(ValueError):
+    """A topology file that cannot be used; the message names the field."""
+
+
+def load_topology(data: Mapping, source: str = "topology") -> TopologyFile:
+    """Validate a parsed topology file, with errors that name the field."""
+    try:
+        topo = TopologyFile.model_validate(data)
+    except ValidationError as exc:
+        raise TopologyError(format_validation_error(exc, source)) from None
+    names = [s.name for s in topo.switches]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise TopologyError(f"{source}: switches: duplicate switch name(s) {', '.join(dupes)}")
+    nodes = [n.name for n in topo.node_infos()]
+    dupes = sorted({n for n in nodes if nodes.count(n) > 1})
+    if dupes:
+        raise TopologyError(f"{source}: switches[].nodes: duplicate node name(s) {', '.join(dupes[:5])}")
+    return topo
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    """pydantic errors as 'source: a.b[2].c: message' lines."""
+    lines = []
+    for err in exc.errors():
+        path = ""
+        for part in err["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        lines.append(f"{source}: {path or '(root)'}: {err['msg']}")
+    return "\n".join(lines)
