@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from .base import (
     CommonStatus,
@@ -30,6 +30,16 @@ AbsPath = Annotated[
 ]
 
 
+_QUANTITY_FACTORS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity_bytes(quantity: str) -> float:
+    """Bytes in a Kubernetes memory quantity as Resources allows it ('16Gi', '500M')."""
+    number = quantity.rstrip("KMGTi")
+    return float(number) * _QUANTITY_FACTORS[quantity[len(number):]]
+
+
 class Origin(Model):
     """Where cache misses are fetched from."""
 
@@ -44,6 +54,13 @@ class Origin(Model):
     )
     host: HostName | None = Field(default=None, description="Origin (or redirector) host name, for mode 'fixed'.")
     port: Port = Field(default=1094, description="Origin XRootD port.")
+
+    @model_validator(mode="after")
+    def _fixed_needs_host(self) -> "Origin":
+        # Mirrors the CEL rule so the operator refuses what the API server would.
+        if self.mode == "fixed" and not self.host:
+            raise ValueError("origin.host is required when mode is 'fixed'")
+        return self
 
 
 class Storage(Model):
@@ -62,8 +79,17 @@ class Storage(Model):
     )
     meta_path: AbsPath = Field(
         default="/mnt/xcache-meta",
-        description="Host path for the cache's metadata (.cinfo) space.",
+        description="Host path for the cache's metadata: the .cinfo space lives in <metaPath>/meta and the "
+        "namespace (symlinks into the data disks) in <metaPath>/namespace.",
     )
+
+    @model_validator(mode="after")
+    def _distinct_paths(self) -> "Storage":
+        if len(set(self.data_paths)) != len(self.data_paths):
+            raise ValueError("storage.dataPaths must not repeat a path")
+        if self.meta_path in self.data_paths:
+            raise ValueError("storage.metaPath must differ from every data path")
+        return self
 
 
 class Pfc(Model):
@@ -80,13 +106,19 @@ class Pfc(Model):
         multiple_of=4,
         description="pfc.blocksize in KiB: from 4 KiB to 512 MiB in multiples of 4 KiB.",
     )
-    prefetch_blocks: int = Field(default=10, ge=0, le=512, description="pfc.prefetch: blocks read ahead per file; 0 turns prefetch off.")
-    ram_gib: int = Field(default=8, ge=1, le=1024, description="pfc.ram: memory for in-flight blocks, in GiB.")
+    prefetch_blocks: int = Field(default=10, ge=0, le=128, description="pfc.prefetch: blocks read ahead per file (XRootD accepts 0-128); 0 turns prefetch off.")
+    ram_gib: int = Field(default=8, ge=1, le=256, description="pfc.ram: memory for in-flight blocks, in GiB (XRootD accepts 1-256).")
     low_watermark: float = Field(default=0.90, gt=0, lt=1, description="pfc.diskusage low water mark: purging stops below this fraction of the disks.")
     high_watermark: float = Field(default=0.95, gt=0, le=1, description="pfc.diskusage high water mark: purging starts above this fraction of the disks.")
-    purge_interval_seconds: int = Field(default=300, ge=10, le=86400, description="How often the cache checks disk usage and purges.")
-    write_queue_blocks: int = Field(default=16, ge=1, le=4096, description="pfc.writequeue: blocks queued for writing to disk.")
+    purge_interval_seconds: int = Field(default=300, ge=60, le=3600, description="pfc.diskusage purgeinterval: how often the cache checks disk usage and purges (XRootD accepts 60-3600 s).")
+    write_queue_blocks: int = Field(default=16, ge=1, le=1024, description="pfc.writequeue: blocks queued for writing to disk (XRootD accepts 1-1024).")
     write_queue_threads: int = Field(default=4, ge=1, le=64, description="pfc.writequeue: threads writing blocks to disk.")
+
+    @model_validator(mode="after")
+    def _watermarks_ordered(self) -> "Pfc":
+        if self.low_watermark >= self.high_watermark:
+            raise ValueError("pfc.lowWatermark must be below pfc.highWatermark")
+        return self
 
 
 class Auth(Model):
@@ -94,12 +126,31 @@ class Auth(Model):
 
     model_config = rules(
         cel("self.mode == 'none' || size(self.issuers) > 0", "auth.issuers needs at least one issuer when mode is 'scitokens'", ".issuers"),
+        cel("self.mode == 'none' || has(self.tlsSecret)", "auth.tlsSecret is required when mode is 'scitokens' (ZTN only runs over TLS)", ".tlsSecret"),
     )
 
     mode: Literal["none", "scitokens"] = Field(default="none", description="none: open read access. scitokens: require a SciToken (over ZTN).")
     issuers: list[Annotated[str, StringConstraints(max_length=200, pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$")]] = Field(
         default_factory=list, max_length=8, description="Accepted token issuer URLs (https).",
     )
+    audiences: list[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._~:/-]*$")]] = Field(
+        default_factory=list, max_length=8,
+        description="Token audiences the cache accepts (the 'aud' claim); empty accepts the issuers' defaults.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    tls_secret: DnsLabel | None = Field(
+        default=None,
+        description="Name of a kubernetes.io/tls Secret holding the host certificate and key (and ca.crt); "
+        "required for scitokens because ZTN only runs over TLS.",
+    )
+
+    @model_validator(mode="after")
+    def _scitokens_complete(self) -> "Auth":
+        if self.mode == "scitokens" and not self.issuers:
+            raise ValueError("auth.issuers needs at least one issuer when mode is 'scitokens'")
+        if self.mode == "scitokens" and not self.tls_secret:
+            raise ValueError("auth.tlsSecret is required when mode is 'scitokens' (ZTN only runs over TLS)")
+        return self
 
 
 class Resources(Model):
@@ -133,6 +184,16 @@ class XCachePoolBody(Model):
     pfc: Pfc = Field(default_factory=Pfc, description="Proxy file cache tuning.")
     auth: Auth = Field(default_factory=Auth, description="Client authorisation.")
     resources: Resources = Field(default_factory=Resources, description="CPU and memory per cache host.")
+
+    @model_validator(mode="after")
+    def _ram_fits_memory(self) -> "XCachePoolBody":
+        # pfc.ram is allocated on top of xrootd's own needs; a RAM setting at or
+        # above the memory limit gets the cache OOM-killed under load.
+        if self.pfc.ram_gib * 2**30 >= quantity_bytes(self.resources.memory):
+            raise ValueError(
+                f"pfc.ramGib ({self.pfc.ram_gib} GiB) must be below resources.memory ({self.resources.memory})"
+            )
+        return self
 
 
 class XCachePoolSpec(XCachePoolBody):
