@@ -191,7 +191,7 @@ class XCachePoolBody(Model):
         # above the memory limit gets the cache OOM-killed under load.
         if self.pfc.ram_gib * 2**30 >= quantity_bytes(self.resources.memory):
             raise ValueError(
-                f"pfc.ramGib ({self.pfc.ram_gib} GiB) must be below resources.memory ({self.resources.memory})"
+                f"pfc.ramGiB ({self.pfc.ram_gib} GiB) must be below resources.memory ({self.resources.memory})"
             )
         return self
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what the xrootd and exporter integration tests run against: real
+# XRootD 5 (server, client, server plugins incl. XrdPfc/XrdPss, SciTokens),
+# Prometheus, and the unprivileged user xrootd runs as (it refuses root).
+# Idempotent: safe to call on every CI run.
+set -euo pipefail
+
+PACKAGES=(
+  xrootd-server            # xrootd, cmsd daemons
+  xrootd-client            # xrdcp, xrdfs
+  xrootd-plugins           # client/server plugins shipped separately on Debian
+  xrootd-server-plugins    # libXrdPss, libXrdPfc (the caching proxy)
+  xrootd-scitokens-plugins # libXrdAccSciTokens, for auth.mode=scitokens
+  prometheus               # scrapes the exporter in tests
+)
+XROOTD_USER="${XROOTD_USER:-xrootd}"
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  "${SUDO[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! id -u "$XROOTD_USER" >/dev/null 2>&1; then
+  "${SUDO[@]}" useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "$XROOTD_USER"
+fi
+
+echo "xrootd $(xrootd -v 2>&1 | head -n1), prometheus $(prometheus --version 2>&1 | head -n1 | awk '{print $3}'), user $XROOTD_USER"
