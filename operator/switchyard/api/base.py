@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+import functools
+
+import celpy
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "switchyard.dev"
@@ -49,11 +52,20 @@ HostName = Annotated[
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+def wire_name(field: str) -> str:
+    """snake_case → camelCase, with binary units spelled as users write them (memoryGiB)."""
+    name = to_camel(field)
+    for unit in ("Kib", "Mib", "Gib", "Tib"):
+        if name.endswith(unit):
+            name = name[: -len(unit)] + unit[0] + "iB"
+    return name
+
+
 class Model(BaseModel):
     """Base for all API models: camelCase on the wire, unknown fields refused."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel,
+        alias_generator=wire_name,
         populate_by_name=True,
         extra="forbid",
         frozen=True,
@@ -62,6 +74,25 @@ class Model(BaseModel):
     def to_wire(self) -> dict:
         """The object as the API server stores it (camelCase, no unset Nones)."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    @model_validator(mode="after")
+    def _check_cel_rules(self):
+        """Evaluate this model's CEL rules, the very ones the CRD carries, so
+        offline tools refuse what the API server would refuse."""
+        extra = self.model_config.get("json_schema_extra") or {}
+        rules = extra.get("x-kubernetes-validations", []) if isinstance(extra, dict) else []
+        if rules:
+            wire = celpy.json_to_cel(self.to_wire())
+            for rule in rules:
+                if not _cel_program(rule["rule"]).evaluate({"self": wire}):
+                    raise ValueError(rule["message"])
+        return self
+
+
+@functools.lru_cache(maxsize=None)
+def _cel_program(rule: str):
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
 
 
 def cel(rule: str, message: str, field_path: str | None = None) -> dict:

@@ -1,0 +1,62 @@
+# switchyard: the two commands are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CACHE ?= $(HOME)/.cache/switchyard
+export SWITCHYARD_CACHE := $(CACHE)
+
+.PHONY: help install deps tools generate check-generated test unit integration e2e demo down bench bench-planner clean
+
+help:
+	@echo "make demo      start a local simulated cluster, run the operator, apply examples/facility.yaml"
+	@echo "make down      remove the demo cluster and stop its operator"
+	@echo "make test      all tests: unit, integration (real xrootd, Prometheus), e2e (local cluster)"
+	@echo "make generate  write CRDs, chart copies, dashboards and the values schema"
+	@echo "make bench     run the benchmarks; reports go to bench/results/"
+
+$(VENV)/.installed: operator/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e 'operator[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+deps: ## system packages the integration tests run for real (needs root and apt)
+	bash hack/install-system-deps.sh
+
+tools: ## pinned Kubernetes, etcd, kwok, helm and kind binaries, cached in $(CACHE)/bin
+	bash hack/build-tools.sh >/dev/null
+
+generate: install
+	cd operator && ../$(PY) -m switchyard.api.generate ..
+
+check-generated: install
+	$(PY) -m pytest -q operator/tests/unit/test_generated.py
+
+unit: install
+	$(PY) -m pytest -q operator/tests/unit
+
+integration: install deps
+	$(PY) -m pytest -q -m integration operator/tests/integration
+
+e2e: install tools
+	$(PY) -m pytest -q e2e
+
+test: install deps tools
+	$(PY) -m pytest -q operator/tests e2e
+
+demo: install tools
+	$(PY) hack/demo.py up
+
+down: install
+	$(PY) hack/demo.py down
+
+bench: bench-planner
+
+bench-planner: install
+	bash bench/run-planner.sh
+
+clean:
+	rm -rf $(VENV) operator/*.egg-info

@@ -1,0 +1,82 @@
+"""Session fixtures: the local cluster, the operator as a subprocess, a namespace per test."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import localcluster  # noqa: E402
+
+from switchyard.apply import ApiError, Kube  # noqa: E402
+
+NAME = "switchyard-e2e"
+TOPOLOGY = localcluster.REPO / "e2e" / "topologies" / "mini.yaml"
+LOGS = localcluster.CACHE / "e2e-logs"
+
+
+class Cluster:
+    def __init__(self, name: str, kubeconfig: pathlib.Path):
+        self.name = name
+        self.kubeconfig = kubeconfig
+        self.kube = Kube.from_environment(str(kubeconfig))
+
+    def kubectl(self, *args: str, check: bool = True) -> str:
+        return localcluster.kubectl(self.name, *args, check=check)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    kubeconfig = localcluster.up(NAME, TOPOLOGY)
+    localcluster.install_crds(NAME)
+    yield Cluster(NAME, kubeconfig)
+    if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
+        localcluster.down(NAME)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster):
+    """The operator, run as users run it (`switchyard run`), against the local cluster."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log_path = LOGS / "operator.log"
+    env = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10"}
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
+                                 "--metrics-port", "0", "--health-port", "0"],
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    print(f"operator log: {log_path}")
+
+
+@pytest.fixture
+def namespace(cluster: Cluster):
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    cluster.kube.delete("Namespace", None, name)
+
+
+def wait_for(predicate, timeout: float = 120, interval: float = 1.0, what: str = "condition"):
+    """Poll until predicate() returns a truthy value; return it."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except ApiError as exc:
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))

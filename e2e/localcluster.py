@@ -1,0 +1,184 @@
+"""A real local Kubernetes control plane with simulated nodes, from a topology file.
+
+kube-apiserver, kube-controller-manager, kube-scheduler and etcd run as local
+binaries under `kwokctl --runtime binary`; kwok marks the pods the real
+scheduler binds as Running. Nodes come from a topology file and carry the
+switch and NVMe labels and the NIC annotation switchyard reads.
+
+    python e2e/localcluster.py up --name switchyard-demo --topology e2e/topologies/mini.yaml
+    python e2e/localcluster.py down --name switchyard-demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+CACHE = pathlib.Path(os.environ.get("SWITCHYARD_CACHE", pathlib.Path.home() / ".cache" / "switchyard"))
+# kwokctl's binary runtime binds fixed ports; each named cluster gets its own block.
+PORT_BLOCKS = {"switchyard-demo": 32100, "switchyard-e2e": 32200, "switchyard-bench": 32300}
+
+
+def log(message: str) -> None:
+    print(f"[localcluster] {message}", file=sys.stderr, flush=True)
+
+
+def tools() -> pathlib.Path:
+    """Build (or reuse) the pinned binaries; return their directory."""
+    bin_dir = CACHE / "bin"
+    needed = ["kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+    if all((bin_dir / n).exists() for n in needed):
+        return bin_dir
+    log("building the local cluster tools (first run only; about 10 minutes on 2 cores)")
+    subprocess.run(["bash", str(REPO / "hack" / "build-tools.sh")], check=True, stdout=subprocess.DEVNULL)
+    return bin_dir
+
+
+def kubeconfig_path(name: str) -> pathlib.Path:
+    return CACHE / "clusters" / name / "kubeconfig"
+
+
+def kubectl(name: str, *args: str, check: bool = True, capture: bool = True, input: str | None = None) -> str:
+    result = subprocess.run([str(tools() / "kubectl"), "--kubeconfig", str(kubeconfig_path(name)), *args],
+                            check=False, text=True, input=input,
+                            stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout if capture else ""
+
+
+def node_manifests(topology_path: pathlib.Path) -> list[dict]:
+    """Simulated Node objects for a topology file (errors name the field)."""
+    sys.path.insert(0, str(REPO / "operator"))
+    from switchyard.topology import load_topology
+
+    topo = load_topology(yaml.safe_load(topology_path.read_text()) or {}, str(topology_path))
+    nodes = []
+    for info in topo.node_infos():
+        resources = {"cpu": str(info.cpu_millis // 1000), "memory": f"{info.memory_bytes // 2**20}Mi",
+                     "pods": str(info.pods)}
+        nodes.append({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": info.name,
+                "annotations": {"kwok.x-k8s.io/node": "fake", topo.nic_gbps_annotation: f"{info.nic_gbps:g}"},
+                "labels": {**info.labels, "kubernetes.io/hostname": info.name, "kubernetes.io/os": "linux",
+                           "kubernetes.io/arch": "amd64", "type": "kwok"},
+            },
+            "spec": {},
+            "status": {"allocatable": resources, "capacity": dict(resources), "phase": "Running",
+                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
+                                    "kubeProxyVersion": "fake"}},
+        })
+    return nodes
+
+
+def exists(name: str) -> bool:
+    result = subprocess.run([str(tools() / "kwokctl"), "get", "clusters"], text=True, capture_output=True)
+    return name in result.stdout.split()
+
+
+def up(name: str, topology: pathlib.Path, fast: bool = False) -> pathlib.Path:
+    """Start the cluster (or reuse a running one) and create the topology's nodes."""
+    bin_dir = tools()
+    config = kubeconfig_path(name)
+    config.parent.mkdir(parents=True, exist_ok=True)
+    base = PORT_BLOCKS.get(name, 32400)
+    if exists(name) and config.exists() and _healthy(name):
+        log(f"reusing running cluster {name}")
+    else:
+        if exists(name):
+            down(name)
+        log(f"starting cluster {name} (kube-apiserver on 127.0.0.1:{base})")
+        args = [
+            str(bin_dir / "kwokctl"), "create", "cluster", "--name", name, "--runtime", "binary",
+            "--kubeconfig", str(config),
+            "--kube-apiserver-binary", str(bin_dir / "kube-apiserver"),
+            "--kube-controller-manager-binary", str(bin_dir / "kube-controller-manager"),
+            "--kube-scheduler-binary", str(bin_dir / "kube-scheduler"),
+            "--etcd-binary", str(bin_dir / "etcd"),
+            "--kwok-controller-binary", str(bin_dir / "kwok"),
+            "--kube-apiserver-port", str(base),
+            "--etcd-port", str(base + 1),
+            "--kube-controller-manager-port", str(base + 2),
+            "--kube-scheduler-port", str(base + 3),
+            "--controller-port", str(base + 4),
+            "--wait", "2m",
+        ]
+        if fast:
+            args.append("--disable-qps-limits")
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    nodes = node_manifests(topology)
+    kubectl(name, "apply", "--server-side", "--force-conflicts", "--field-manager=localcluster", "-f", "-",
+            input=yaml.safe_dump_all(nodes))
+    _wait_nodes_ready(name, {n["metadata"]["name"] for n in nodes})
+    log(f"{len(nodes)} simulated nodes ready; KUBECONFIG={config}")
+    return config
+
+
+def _healthy(name: str) -> bool:
+    result = subprocess.run([str(tools() / "kubectl"), "--kubeconfig", str(kubeconfig_path(name)),
+                             "get", "--raw", "/readyz"], capture_output=True, text=True, timeout=20)
+    return result.returncode == 0
+
+
+def _wait_nodes_ready(name: str, names: set[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        out = kubectl(name, "get", "nodes", "-o",
+                      "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}")
+        ready = {line.split("=")[0] for line in out.splitlines() if line.endswith("=True")}
+        if names <= ready:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes not Ready after {timeout:.0f}s: {sorted(names - ready)[:5]}")
+        time.sleep(1)
+
+
+def install_crds(name: str) -> None:
+    kubectl(name, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    kubectl(name, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "crds"))
+
+
+def down(name: str) -> None:
+    subprocess.run([str(tools() / "kwokctl"), "delete", "cluster", "--name", name,
+                    "--kubeconfig", str(kubeconfig_path(name))], check=False, stdout=subprocess.DEVNULL)
+    log(f"cluster {name} removed")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="start a cluster with the topology's nodes and the CRDs")
+    p_up.add_argument("--name", default="switchyard-demo")
+    p_up.add_argument("--topology", default=str(REPO / "e2e" / "topologies" / "mini.yaml"))
+    p_up.add_argument("--fast", action="store_true", help="raise the control plane's client rate limits")
+    p_down = sub.add_parser("down", help="remove a cluster")
+    p_down.add_argument("--name", default="switchyard-demo")
+    p_nodes = sub.add_parser("nodes", help="print the Node manifests of a topology file")
+    p_nodes.add_argument("--topology", required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            config = up(args.name, pathlib.Path(args.topology), fast=args.fast)
+            install_crds(args.name)
+            print(config)
+        elif args.command == "down":
+            down(args.name)
+        else:
+            yaml.safe_dump_all(node_manifests(pathlib.Path(args.topology)), sys.stdout, sort_keys=False)
+    except (ValueError, RuntimeError, TimeoutError, subprocess.CalledProcessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The only module that writes to the API server.
+
+Server-side apply with one fixed field manager, so switchyard owns exactly
+the fields it sets and leaves labels, annotations and fields that other
+tools add alone; pruning deletes only children that carry this owner's UID
+label and are no longer desired.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+from urllib.parse import quote, urlencode
+
+import kubernetes
+
+from .api import GROUP, KINDS, VERSION
+
+FIELD_MANAGER = "switchyard"
+OWNER_UID_LABEL = "switchyard.dev/owner-uid"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "switchyard"}
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resource:
+    api_version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name)}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+RESOURCES: dict[str, Resource] = {
+    "ConfigMap": Resource("v1", "configmaps"),
+    "Secret": Resource("v1", "secrets"),
+    "Service": Resource("v1", "services"),
+    "Pod": Resource("v1", "pods"),
+    "Event": Resource("v1", "events"),
+    "Namespace": Resource("v1", "namespaces", namespaced=False),
+    "Node": Resource("v1", "nodes", namespaced=False),
+    "Deployment": Resource("apps/v1", "deployments"),
+    "StatefulSet": Resource("apps/v1", "statefulsets"),
+    "PodDisruptionBudget": Resource("policy/v1", "poddisruptionbudgets"),
+    **{k.kind: Resource(f"{GROUP}/{VERSION}", k.plural) for k in KINDS},
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str, message: str):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class Kube:
+    """A small client for the calls switchyard makes (SSA, get, list, delete)."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient | None = None):
+        self.api = api_client or kubernetes.client.ApiClient()
+
+    @classmethod
+    def from_environment(cls, kubeconfig: str | None = None) -> "Kube":
+        try:
+            kubernetes.config.load_incluster_config()
+            cfg = kubernetes.client.Configuration.get_default_copy()
+        except kubernetes.config.ConfigException:
+            cfg = kubernetes.client.Configuration()
+            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        return cls(kubernetes.client.ApiClient(cfg))
+
+    # ------------------------------------------------------------ transport
+    def request(self, method: str, path: str, body: object = None, query: Mapping | None = None,
+                content_type: str = "application/json", timeout: float = 30) -> dict:
+        cfg = self.api.configuration
+        url = cfg.host + path + ("?" + urlencode(query) if query else "")
+        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": "switchyard"}
+        for setting in cfg.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        data = json.dumps(body).encode() if body is not None else None
+        resp = self.api.rest_client.request(method, url, headers=headers, body=data, _request_timeout=timeout)
+        raw = resp.read() if hasattr(resp, "read") else resp.data
+        payload = json.loads(raw) if raw else {}
+        if resp.status >= 400:
+            raise ApiError(resp.status, payload.get("reason", ""), payload.get("message", raw.decode(errors="replace")))
+        return payload
+
+    # ------------------------------------------------------------ verbs
+    def apply(self, obj: Mapping, *, force: bool = True) -> dict:
+        """Server-side apply `obj` as switchyard's field manager."""
+        res = RESOURCES[obj["kind"]]
+        meta = obj["metadata"]
+        query = {"fieldManager": FIELD_MANAGER, "force": "true" if force else "false"}
+        return self.request("PATCH", res.path(meta.get("namespace"), meta["name"]), obj, query,
+                            content_type="application/apply-patch+yaml")
+
+    def apply_status(self, kind: str, namespace: str, name: str, status: Mapping) -> dict:
+        res = RESOURCES[kind]
+        body = {"apiVersion": res.api_version, "kind": kind, "metadata": {"name": name, "namespace": namespace},
+                "status": status}
+        query = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        return self.request("PATCH", res.path(namespace, name, "status"), body, query,
+                            content_type="application/apply-patch+yaml")
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict | None:
+        try:
+            return self.request("GET", RESOURCES[kind].path(namespace, name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, kind: str, namespace: str | None = None, selector: Mapping[str, str] | None = None) -> list[dict]:
+        query = {"limit": "500"}
+        if selector:
+            query["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        items: list[dict] = []
+        while True:
+            page = self.request("GET", RESOURCES[kind].path(namespace), query=query)
+            items.extend(page.get("items", []))
+            cont = page.get("metadata", {}).get("continue")
+            if not cont:
+                return items
+            query["continue"] = cont
+
+    def delete(self, kind: str, namespace: str | None, name: str, uid: str | None = None) -> bool:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", RESOURCES[kind].path(namespace, name), body)
+            return True
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+
+
+def owner_reference(owner: Mapping) -> dict:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner.get("apiVersion", f"{GROUP}/{VERSION}"),
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def adopt(obj: dict, owner: Mapping) -> dict:
+    """Mark `obj` as owned by `owner`: owner reference, namespace, owner labels."""
+    meta = obj.setdefault("metadata", {})
+    meta["namespace"] = owner["metadata"]["namespace"]
+    meta["ownerReferences"] = [owner_reference(owner)]
+    meta.setdefault("labels", {}).update({**MANAGED_BY, OWNER_UID_LABEL: owner["metadata"]["uid"]})
+    return obj
+
+
+@dataclass
+class SyncResult:
+    applied: list[str]
+    pruned: list[str]
+
+
+def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: Iterable[str],
+                  logger: logging.Logger | logging.LoggerAdapter = log) -> SyncResult:
+    """Apply every desired child of `owner`; delete owned children of `kinds` not desired.
+
+    Existing children are listed once per kind (by the owner-UID label), so a
+    reconcile costs one list per kind plus one apply per child.
+    """
+    namespace = owner["metadata"]["namespace"]
+    selector = {OWNER_UID_LABEL: owner["metadata"]["uid"]}
+    existing = {
+        f"{kind}/{obj['metadata']['name']}": obj
+        for kind in kinds for obj in kube.list(kind, namespace, selector)
+    }
+    applied, pruned = [], []
+    for obj in desired:
+        adopt(obj, owner)
+        key = f"{obj['kind']}/{obj['metadata']['name']}"
+        before = existing.pop(key, None)
+        after = kube.apply(obj)
+        if before is None:
+            logger.info(f"Created {obj['kind']} {obj['metadata']['name']}")
+        elif before["metadata"].get("resourceVersion") != after.get("metadata", {}).get("resourceVersion"):
+            logger.info(f"Updated {obj['kind']} {obj['metadata']['name']}")
+        applied.append(key)
+    for key, obj in sorted(existing.items()):
+        kind, name = key.split("/", 1)
+        if kube.delete(kind, namespace, name, uid=obj["metadata"]["uid"]):
+            logger.info(f"Deleted {kind} {name} (no longer desired)")
+            pruned.append(key)
+    return SyncResult(applied, pruned)

@@ -1,0 +1,81 @@
+"""`switchyard run | plan | render | exporter`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    os.environ.setdefault("SWITCHYARD_METRICS_PORT", str(args.metrics_port))
+    import kopf
+
+    from . import handlers  # noqa: F401  (registers the handlers)
+
+    namespaces = args.namespace or []
+    kopf.run(
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+    )
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from .render import render_files
+
+    try:
+        docs = render_files(args.filename, args.topology)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    import yaml
+
+    yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="switchyard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the operator")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    run.add_argument("-n", "--namespace", action="append", help="watch only this namespace (repeatable)")
+    run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus metrics port (0: off)")
+    run.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port (0: off)")
+    run.set_defaults(func=_run)
+
+    render = sub.add_parser("render", help="print the manifests a facility becomes on a topology, offline")
+    render.add_argument("-f", "--filename", required=True, help="AnalysisFacility YAML")
+    render.add_argument("--topology", required=True, help="topology file (e2e/topologies/*.yaml format)")
+    render.set_defaults(func=_render)
+
+    try:
+        from . import plancli
+    except ImportError:
+        plancli = None
+    if plancli is not None:
+        plancli.add_parser(sub)
+
+    exporter = sub.add_parser("exporter", help="XRootD monitoring → Prometheus sidecar", add_help=False)
+    exporter.set_defaults(func=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["exporter"]:
+        from . import exporter
+
+        return exporter.main(argv[1:])
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

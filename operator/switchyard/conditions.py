@@ -1,0 +1,64 @@
+"""Conditions as a pure function of what a reconcile found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class State:
+    """One condition's verdict."""
+
+    status: bool | None  # None: Unknown
+    reason: str
+    message: str = ""
+
+
+def _word(status: bool | None) -> str:
+    return "Unknown" if status is None else ("True" if status else "False")
+
+
+def merge(previous: Sequence[Mapping], generation: int, now: str, **states: State) -> list[dict]:
+    """New conditions; lastTransitionTime moves only when a status changes."""
+    old = {c.get("type"): c for c in previous or ()}
+    out = []
+    for ctype in ("Ready", "Progressing", "Degraded"):
+        state = states[ctype]
+        status = _word(state.status)
+        before = old.get(ctype, {})
+        changed = before.get("status") != status
+        out.append({
+            "type": ctype,
+            "status": status,
+            "reason": state.reason,
+            "message": state.message,
+            "observedGeneration": generation,
+            "lastTransitionTime": now if changed or not before.get("lastTransitionTime") else before["lastTransitionTime"],
+        })
+    return out
+
+
+def ready(message: str = "") -> dict[str, State]:
+    return {"Ready": State(True, "Ready", message), "Progressing": State(False, "Converged"),
+            "Degraded": State(False, "Healthy")}
+
+
+def progressing(reason: str, message: str) -> dict[str, State]:
+    return {"Ready": State(False, reason, message), "Progressing": State(True, reason, message),
+            "Degraded": State(False, "Healthy")}
+
+
+def failed(reason: str, message: str, degraded: bool = False) -> dict[str, State]:
+    """Input or situation that will not work until someone changes something."""
+    return {"Ready": State(False, reason, message), "Progressing": State(False, reason, message),
+            "Degraded": State(degraded, reason if degraded else "Healthy", message if degraded else "")}
+
+
+def condition(conditions: Sequence[Mapping] | None, ctype: str) -> Mapping | None:
+    return next((c for c in conditions or () if c.get("type") == ctype), None)
+
+
+def is_true(conditions: Sequence[Mapping] | None, ctype: str) -> bool:
+    c = condition(conditions, ctype)
+    return bool(c and c.get("status") == "True")

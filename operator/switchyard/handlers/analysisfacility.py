@@ -1,0 +1,148 @@
+"""AnalysisFacility: plan the placement and materialise the inline children."""
+
+from __future__ import annotations
+
+from .. import conditions as cond
+from .. import planner
+from ..apply import OWNER_UID_LABEL
+from ..api import GROUP, VERSION, AnalysisFacilitySpec
+from ..api.workerfleet import WorkerFleetSpec
+from ..builders.common import PLAN_ANNOTATION, dump_plan, load_plan
+from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name
+from ..metrics import (MANAGED_OBJECTS, PLAN_BOUND_GBPS, PLAN_CACHES, PLAN_PREDICTED_GBPS, PLAN_TARGET_GBPS,
+                       PLAN_UPLINK_GBPS, PLAN_UPLINK_UTILISATION, PLAN_WORKERS)
+from ..planner import FleetRequest, Placement, PoolRequest
+from ..topology import snapshot
+from .common import converge, kube, register, validate, write_status
+from .indexes import nodes_of
+
+KIND = "AnalysisFacility"
+PLURAL = "analysisfacilities"
+CHILD_KINDS = ("XCachePool", "WorkerFleet", "S3Staging")
+
+
+def _owned_children(namespace: str, uid: str) -> list[dict]:
+    return [c for kind in CHILD_KINDS for c in kube().list(kind, namespace, {OWNER_UID_LABEL: uid})]
+
+
+def _standalone_fleets(namespace: str, facility: str, uid: str) -> list[dict]:
+    """WorkerFleets an analysis team applied that attach to this facility."""
+    return [f for f in kube().list("WorkerFleet", namespace)
+            if (f.get("spec") or {}).get("facilityRef", {}).get("name") == facility
+            and not any(o.get("uid") == uid for o in f["metadata"].get("ownerReferences", []))]
+
+
+def _current_placement(children: list[dict], standalone: list[dict], spec: AnalysisFacilitySpec, facility: str) -> Placement:
+    """The placement the children realise now, read back from their plan annotations."""
+    pools = {pool_object_name(facility, p.name): p.name for p in spec.cache_pools}
+    fleets = {fleet_object_name(facility, f.name): f.name for f in spec.fleets}
+    caches, workers = {}, {}
+    for child in children + standalone:
+        data = load_plan(child["metadata"].get("annotations")) or {}
+        name = child["metadata"]["name"]
+        if child["kind"] == "XCachePool" and name in pools:
+            caches[pools[name]] = {sw: tuple(nodes) for sw, nodes in data.get("hosts", {}).items()}
+        elif child["kind"] == "WorkerFleet":
+            workers[fleets.get(name, name)] = dict(data.get("workers", {}))
+    return Placement(caches=caches, workers=workers)
+
+
+def _summary(plan: planner.Plan) -> dict:
+    return {
+        "predictedGbps": plan.predicted_gbps,
+        "boundGbps": plan.bound_gbps,
+        "bottleneck": plan.bottleneck,
+        "planner": plan.planner,
+        "switches": [{
+            "name": u.switch,
+            "caches": plan.placement.cache_count(u.switch),
+            "workers": plan.placement.worker_count(u.switch),
+            "inGbps": u.in_gbps,
+            "outGbps": u.out_gbps,
+            "utilisation": round(u.utilisation, 4),
+            "routing": plan.routing.get(u.switch, "local"),
+        } for u in plan.uplinks],
+    }
+
+
+def _export(namespace: str, name: str, spec: AnalysisFacilitySpec, plan: planner.Plan) -> None:
+    PLAN_PREDICTED_GBPS.labels(namespace, name).set(plan.predicted_gbps)
+    PLAN_BOUND_GBPS.labels(namespace, name).set(plan.bound_gbps)
+    PLAN_TARGET_GBPS.labels(namespace, name).set(spec.target_gbps)
+    for u in plan.uplinks:
+        PLAN_UPLINK_GBPS.labels(namespace, name, u.switch, "in").set(u.in_gbps)
+        PLAN_UPLINK_GBPS.labels(namespace, name, u.switch, "out").set(u.out_gbps)
+        PLAN_UPLINK_UTILISATION.labels(namespace, name, u.switch).set(u.utilisation)
+        PLAN_CACHES.labels(namespace, name, u.switch).set(plan.placement.cache_count(u.switch))
+        PLAN_WORKERS.labels(namespace, name, u.switch).set(plan.placement.worker_count(u.switch))
+
+
+def _children_state(children: list[dict]) -> dict[str, cond.State]:
+    not_ready = [c for c in children if not cond.is_true((c.get("status") or {}).get("conditions"), "Ready")]
+    degraded = [c for c in children if cond.is_true((c.get("status") or {}).get("conditions"), "Degraded")]
+    if not not_ready:
+        return cond.ready(f"{len(children)} children ready")
+    names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in not_ready[:5])
+    states = cond.progressing("ChildrenNotReady", f"waiting for {names}")
+    if degraded:
+        states["Degraded"] = cond.State(True, "ChildDegraded",
+                                        ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in degraded[:5]))
+    return states
+
+
+def reconcile(body, logger, node_index, **_) -> None:
+    meta = body["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    old_status = dict(body.get("status") or {})
+    keep = {k: old_status[k] for k in ("switches", "caches", "workers", "plan") if k in old_status}
+
+    spec, error = validate(AnalysisFacilitySpec, body["spec"])
+    if spec is None:
+        # Nothing is applied or pruned: running children stay as they are.
+        write_status(KIND, body, keep, cond.failed("InvalidSpec", error), logger)
+        return
+
+    topology = snapshot(nodes_of(node_index), spec.network)
+    children = _owned_children(namespace, uid)
+    standalone = _standalone_fleets(namespace, name, uid)
+    standalone_specs = []
+    for fleet in standalone:
+        fleet_spec, _ = validate(WorkerFleetSpec, fleet["spec"])
+        if fleet_spec is not None:  # an invalid fleet reports that itself
+            standalone_specs.append((fleet, fleet_spec))
+    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
+    fleets = [FleetRequest(f.name, f) for f in spec.fleets]
+    fleets += [FleetRequest(f["metadata"]["name"], s) for f, s in standalone_specs]
+    try:
+        plan = planner.plan(topology, pools, fleets, spec.routing,
+                            current=_current_placement(children, standalone, spec, name))
+    except planner.Unsatisfiable as exc:
+        write_status(KIND, body, keep, cond.failed(exc.reason, exc.message, degraded=bool(children)), logger)
+        return
+
+    desired = build_children(name, spec, plan)
+    attached = [(fleet, fleet_plan(name, spec, plan, fleet["metadata"]["name"], fleet_spec.pool)) for fleet, fleet_spec in standalone_specs]
+    if converge(body, desired, CHILD_KINDS, logger, extra_key=[(f["metadata"]["name"], d) for f, d in attached]):
+        for fleet, data in attached:
+            kube().apply({"apiVersion": fleet["apiVersion"], "kind": "WorkerFleet",
+                          "metadata": {"name": fleet["metadata"]["name"], "namespace": namespace,
+                                       "annotations": {PLAN_ANNOTATION: dump_plan(data)}}})
+        children = _owned_children(namespace, uid)
+    MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(children))
+    _export(namespace, name, spec, plan)
+
+    status = {
+        "switches": sum(1 for s in topology.switches if s.hosts),
+        "caches": sum(len(n) for by_sw in plan.placement.caches.values() for n in by_sw.values()),
+        "workers": sum(n for by_sw in plan.placement.workers.values() for n in by_sw.values()),
+        "plan": _summary(plan),
+    }
+    states = _children_state(children + [f for f, _ in standalone_specs])
+    if topology.unknown_switch_nodes:
+        states["Degraded"] = cond.State(True, "NodesOnUnknownSwitch",
+                                        f"{len(topology.unknown_switch_nodes)} node(s) carry a switch not in "
+                                        f"spec.network.switches, e.g. {topology.unknown_switch_nodes[0]}")
+    write_status(KIND, body, status, states, logger)
+
+
+register(PLURAL, KIND, reconcile)

@@ -1,0 +1,173 @@
+"""What every handler module shares: the client, locks, validation and status writes."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, TypeVar
+
+import kopf
+from pydantic import BaseModel, ValidationError
+
+from .. import conditions as cond
+from ..apply import ApiError, Kube
+from ..metrics import RECONCILE_SECONDS, RECONCILES
+from ..topology import format_validation_error
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class OperatorConfig:
+    """Settings from the environment (the chart sets them)."""
+
+    exporter_image: str = field(default_factory=lambda: os.environ.get(
+        "SWITCHYARD_EXPORTER_IMAGE", "ghcr.io/switchyard-dev/switchyard:0.1.0"))
+    timer_seconds: float = field(default_factory=lambda: float(os.environ.get("SWITCHYARD_TIMER_SECONDS", "5")))
+    resync_seconds: float = field(default_factory=lambda: float(os.environ.get("SWITCHYARD_RESYNC_SECONDS", "60")))
+    kubeconfig: str | None = field(default_factory=lambda: os.environ.get("KUBECONFIG"))
+
+
+CONFIG = OperatorConfig()
+_kube: Kube | None = None
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+# uid -> (hash of the last applied desired state, when it was applied)
+_applied: dict[str, tuple[str, float]] = {}
+
+
+def kube() -> Kube:
+    global _kube
+    if _kube is None:
+        _kube = Kube.from_environment(CONFIG.kubeconfig)
+    return _kube
+
+
+@contextmanager
+def serialised(uid: str, wait: bool) -> Iterator[bool]:
+    """One reconcile per object at a time; a timer that finds one running skips."""
+    with _locks_guard:
+        lock = _locks.setdefault(uid, threading.Lock())
+    got = lock.acquire(blocking=wait)
+    try:
+        yield got
+    finally:
+        if got:
+            lock.release()
+
+
+def forget(uid: str) -> None:
+    _applied.pop(uid, None)
+    with _locks_guard:
+        _locks.pop(uid, None)
+
+
+def needs_apply(uid: str, desired_hash: str) -> bool:
+    """Apply when the desired state changed, or periodically to undo drift."""
+    last = _applied.get(uid)
+    return last is None or last[0] != desired_hash or time.monotonic() - last[1] > CONFIG.resync_seconds
+
+
+def mark_applied(uid: str, desired_hash: str) -> None:
+    _applied[uid] = (desired_hash, time.monotonic())
+
+
+def validate(model: type[M], spec: Mapping) -> tuple[M | None, str]:
+    try:
+        return model.model_validate(dict(spec)), ""
+    except ValidationError as exc:
+        return None, format_validation_error(exc, "spec")
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.State], logger) -> None:
+    """Set conditions and fields on the status subresource, only when they change."""
+    meta = body["metadata"]
+    old = dict(body.get("status") or {})
+    generation = meta.get("generation", 0)
+    status = {**status, "observedGeneration": generation,
+              "conditions": cond.merge(old.get("conditions", []), generation, now(), **states)}
+    comparable = {k: v for k, v in status.items() if k != "conditions"}
+    old_comparable = {k: old.get(k) for k in comparable}
+    strip = lambda cs: [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in cs or []]  # noqa: E731
+    if comparable == old_comparable and strip(status["conditions"]) == strip(old.get("conditions")):
+        return
+    before = cond.condition(old.get("conditions"), "Ready")
+    after = cond.condition(status["conditions"], "Ready")
+    if not before or before.get("status") != after["status"] or before.get("reason") != after["reason"]:
+        text = f"Ready={after['status']} ({after['reason']})" + (f": {after['message']}" if after["message"] else "")
+        (logger.info if after["status"] == "True" else logger.warning)(text)
+    kube().apply_status(kind, meta["namespace"], meta["name"], status)
+
+
+@contextmanager
+def measured(kind: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    except (kopf.TemporaryError, kopf.PermanentError):
+        RECONCILES.labels(kind, "retry").inc()
+        raise
+    except ApiError as exc:
+        RECONCILES.labels(kind, "error").inc()
+        raise kopf.TemporaryError(f"API server: {exc}", delay=10) from exc
+    except Exception:
+        RECONCILES.labels(kind, "error").inc()
+        raise
+    else:
+        RECONCILES.labels(kind, "ok").inc()
+    finally:
+        RECONCILE_SECONDS.labels(kind).observe(time.perf_counter() - start)
+
+
+def register(plural: str, kind: str, reconcile) -> None:
+    """Level-based handlers for one kind: create, update, resume and a timer all
+    call `reconcile(body, logger, **indexes)`; one runs at a time per object."""
+
+    def run(body, logger, wait: bool, kwargs) -> None:
+        with serialised(body["metadata"]["uid"], wait) as got:
+            if got:
+                with measured(kind):
+                    reconcile(body, logger, **{k: v for k, v in kwargs.items() if k.endswith("_index")})
+
+    def on_change(body, logger, **kwargs):
+        run(body, logger, True, kwargs)
+
+    def on_timer(body, logger, **kwargs):
+        run(body, logger, False, kwargs)
+
+    def on_delete(body, **_):
+        forget(body["metadata"]["uid"])
+
+    from ..api import GROUP, VERSION
+    for reason in ("create", "update", "resume"):
+        getattr(kopf.on, reason)(GROUP, VERSION, plural, id=f"{kind}-{reason}")(on_change)
+    kopf.timer(GROUP, VERSION, plural, id=f"{kind}-timer", interval=CONFIG.timer_seconds,
+               initial_delay=CONFIG.timer_seconds)(on_timer)
+    kopf.on.delete(GROUP, VERSION, plural, id=f"{kind}-forget", optional=True)(on_delete)
+
+
+def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger, extra_key: object = None) -> bool:
+    """Apply and prune `body`'s children when the desired state changed (or on resync).
+
+    Returns True when it wrote; a reconcile whose desired state is unchanged
+    costs no API call here.
+    """
+    from ..apply import sync_children
+
+    uid = body["metadata"]["uid"]
+    digest = hashlib.sha256(json.dumps([desired, extra_key], sort_keys=True, default=str).encode()).hexdigest()
+    if not needs_apply(uid, digest):
+        return False
+    sync_children(kube(), body, desired, kinds, logger)
+    mark_applied(uid, digest)
+    return True

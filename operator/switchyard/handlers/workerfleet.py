@@ -1,0 +1,52 @@
+"""WorkerFleet: realise the planned workers per switch and report them."""
+
+from __future__ import annotations
+
+from .. import conditions as cond
+from ..api import WorkerFleetSpec
+from ..builders.common import load_plan
+from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selector
+from ..metrics import MANAGED_OBJECTS
+from .common import converge, register, validate, write_status
+from .indexes import workloads_of
+
+KIND = "WorkerFleet"
+PLURAL = "workerfleets"
+
+
+def reconcile(body, logger, deployment_index, **_) -> None:
+    meta = body["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    base = {"selector": pod_selector(name)}
+    spec, error = validate(WorkerFleetSpec, body["spec"])
+    if spec is None:
+        write_status(KIND, body, base, cond.failed("InvalidSpec", error), logger)
+        return
+    base["engine"] = engine(spec)
+    plan = load_plan(meta.get("annotations"))
+    if plan is None:
+        write_status(KIND, body, base, cond.progressing(
+            "AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} to place this fleet"), logger)
+        return
+    desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"))
+    converge(body, desired, CHILD_KINDS, logger)
+    MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
+
+    planned: dict[str, int] = plan.get("workers", {})
+    workloads = {w["switch"]: w for w in workloads_of(deployment_index, uid) if w["switch"]}
+    switches = [{"switch": sw, "desired": n, "ready": min(workloads.get(sw, {}).get("ready", 0), n)}
+                for sw, n in sorted(planned.items())]
+    current = sum(w["current"] for w in workloads.values())
+    ready = sum(s["ready"] for s in switches)
+    total = sum(planned.values())
+    status = {**base, "replicas": current, "readyReplicas": ready, "switches": switches}
+    if total != spec.replicas:
+        states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
+    elif ready == total:
+        states = cond.ready(f"{ready} worker(s) ready on {len(switches)} switch(es)")
+    else:
+        states = cond.progressing("WorkersStarting", f"{ready}/{total} workers ready")
+    write_status(KIND, body, status, states, logger)
+
+
+register(PLURAL, KIND, reconcile)
