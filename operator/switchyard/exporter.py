@@ -88,10 +88,11 @@ class XCacheCollector(Collector):
         """Account for one datagram; never raises for bad input."""
         try:
             decoded = decode(packet)
-        except MalformedPacket as error:
+        except Exception as error:  # noqa: BLE001 - no packet may stop the exporter
             with self.lock:
                 self.malformed += 1
-            log.debug("malformed monitoring packet: %s", error)
+            if not isinstance(error, MalformedPacket):
+                log.warning("undecodable monitoring packet (%s): %s", type(error).__name__, error)
             return
         kind = "summary" if isinstance(decoded, Summary) else "gstream" if isinstance(decoded, list) else "ignored"
         with self.lock:

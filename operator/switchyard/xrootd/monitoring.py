@@ -159,7 +159,7 @@ def decode_gstream_text(payload: bytes) -> list[FileClose] | Ignored:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise MalformedPacket("g-stream line is not JSON") from None
         if not isinstance(record, dict):
             raise MalformedPacket("g-stream record is not an object")
