@@ -46,6 +46,11 @@ class Placement:
     caches: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
     # fleet -> switch -> worker count
     workers: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # fleet -> switch -> how many of those workers read through the pool's ring
+    # (rendezvous hashing over all its caches, see hashing.py) instead of their
+    # switch's own caches. Workers on a switch without a cache of their pool
+    # always use the ring, listed here or not.
+    hashed: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def cache_count(self, switch: str) -> int:
         return sum(len(by_switch.get(switch, ())) for by_switch in self.caches.values())
@@ -90,6 +95,11 @@ class Plan:
     bottleneck: str                       # what limits predicted_gbps
     planner: str                          # which solver produced it
     moves: int = 0                        # pods moved relative to the current placement
+    demand_gbps: float = 0.0              # what all placed workers would read if nothing held them back
+    # pool -> cache node -> rendezvous weight: the ring clients hash over (hashing.py)
+    hash_weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # fleet -> workers no node has room for (they would stay Pending)
+    unplaced: Mapping[str, int] = field(default_factory=dict)
 
     def uplink(self, switch: str) -> UplinkLoad:
         return next(u for u in self.uplinks if u.switch == switch)

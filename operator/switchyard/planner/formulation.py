@@ -1,0 +1,236 @@
+"""The placement model as a mixed-integer linear program.
+
+Decisions (integers): cache hosts per (pool, switch, node class); workers per
+(fleet, switch), split into *local* readers (read their switch's caches) and
+*ring* readers (read through the pool's rendezvous ring). Flows (continuous,
+per pool and switch): local reads L, ring reads A, ring serving O.
+
+    L[p,s] <= sum_f r_f * local[f,s]        A[p,s] <= sum_f r_f * ring[f,s]
+    L[p,s] + O[p,s] <= sum_k serve[p,k] * caches[p,s,k]
+    sum_s O[p,s] = sum_s A[p,s]                           (the ring balances)
+    out_s = sum_p O[p,s] <= u * U_s
+    in_s  = sum_p A[p,s] + sum_p miss_p * (L[p,s] + O[p,s]) <= u * U_s
+    sum_p miss_p * sum_s (L + O) <= WAN
+    CPU, memory, pods and NIC per switch; per (fleet, switch) the node-level
+    slot count (how many such workers the switch's nodes hold, one by one,
+    minus what cache pods take); one cache per node; maxHostsPerSwitch.
+
+Routing per mode keeps every plan realisable by the rule in flow.py:
+- auto: a switch whose caches of pool p serve the ring has no ring readers of
+  p (e[p,s] binary), so its uplink carries exactly O out; other switches may
+  mix local and ring readers.
+- local: ring readers only where the pool has no cache (z[p,s] binary).
+- hashed: every worker is a ring reader. A ring reader next to a ring cache
+  gets part of its bytes locally; the model counts them as crossing both
+  uplinks, so the real flow is never worse than the model's.
+
+The spine is non-blocking, so the ring reads are realised by publishing host
+weights proportional to O: each ring reader pulls O[p,t]/sum(O) from switch t.
+
+The LP relaxation of the auto model lets any switch import and export at once,
+fractional hosts and workers: it is routing-free, so it bounds every mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .lp import LinearModel
+from .problem import Problem, cache_fits
+
+MODES = ("local", "hashed", "auto")
+
+
+@dataclass
+class Current:
+    """The current placement, reduced to the model's integers."""
+
+    workers: dict[tuple[int, int], int] = field(default_factory=dict)      # (fleet, switch) -> count
+    caches: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (pool, switch, class) -> kept-able hosts
+    lost: int = 0   # current pods whose switch or node is gone: moved whatever the plan
+
+
+@dataclass
+class Formulation:
+    problem: Problem
+    mode: str
+    model: LinearModel
+    caches: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    local: dict[tuple[int, int], int] = field(default_factory=dict)
+    ring: dict[tuple[int, int], int] = field(default_factory=dict)
+    unplaced: dict[int, int] = field(default_factory=dict)
+    reads_local: dict[tuple[int, int], int] = field(default_factory=dict)
+    reads_ring: dict[tuple[int, int], int] = field(default_factory=dict)
+    ring_serve: dict[tuple[int, int], int] = field(default_factory=dict)
+    util: int = -1
+    moves: dict[int, float] = field(default_factory=dict)      # objective terms counting moved pods
+    flags: set[int] = field(default_factory=set)               # routing binaries (e, z)
+
+    def integers(self) -> list[int]:
+        return [v for v, integer in enumerate(self.model.integer) if integer]
+
+    def delivered(self) -> dict[int, float]:
+        return {v: 1.0 for v in list(self.reads_local.values()) + list(self.reads_ring.values())}
+
+    def cache_count(self) -> dict[int, float]:
+        return {v: 1.0 for v in self.caches.values()}
+
+
+def formulate(problem: Problem, mode: str, current: Current | None = None) -> Formulation:
+    if mode not in MODES:
+        raise ValueError(f"routing must be one of {', '.join(MODES)}, not {mode!r}")
+    m = LinearModel()
+    fm = Formulation(problem, mode, m)
+    fm.util = m.var(0.0, 1.0)
+    pools, fleets = problem.pools, problem.fleets
+    readers = {p: [j for j, f in enumerate(fleets) if f.pool == p and f.replicas] for p in range(len(pools))}
+
+    for s, sw in enumerate(problem.switches):
+        for k, nc in enumerate(sw.classes):
+            for p in sorted(nc.eligible):
+                if cache_fits(pools[p], nc):
+                    fm.caches[p, s, k] = m.var(0, min(nc.count, pools[p].max_hosts_per_switch), integer=True)
+        for j, f in enumerate(fleets):
+            if not f.replicas:
+                continue
+            slots = sum(nc.count * problem.slots(j, nc) for nc in sw.classes)
+            if not slots:
+                continue
+            fm.local[j, s] = m.var(0, 0 if (mode == "hashed" and f.pool is not None) else slots, integer=True)
+            if f.pool is not None:
+                fm.ring[j, s] = m.var(0, slots, integer=True)
+
+    for j, f in enumerate(fleets):
+        if f.replicas:
+            fm.unplaced[j] = m.var(0, 0, integer=True)   # opened only when the cluster is too small
+            m.row([(fm.unplaced[j], 1.0)] + [(v, 1.0) for (jj, _), v in _workers(fm) if jj == j],
+                  lb=f.replicas, ub=f.replicas)
+
+    for s, sw in enumerate(problem.switches):
+        _switch_capacity(fm, s)
+        for k, nc in enumerate(sw.classes):
+            hosts = [(v, 1.0) for (p, ss, kk), v in fm.caches.items() if ss == s and kk == k]
+            if len(hosts) > 1:
+                m.row(hosts, ub=nc.count)     # one cache per node
+        for p, pool in enumerate(pools):
+            hosts = [(v, 1.0) for (pp, ss, _), v in fm.caches.items() if pp == p and ss == s]
+            if len(hosts) > 1:
+                m.row(hosts, ub=pool.max_hosts_per_switch)
+
+    _flows(fm, readers)
+    if current is not None:
+        _moves(fm, current)
+    return fm
+
+
+def _workers(fm: Formulation):
+    yield from fm.local.items()
+    yield from fm.ring.items()
+
+
+def _switch_capacity(fm: Formulation, s: int) -> None:
+    problem, m = fm.problem, fm.model
+    sw = problem.switches[s]
+    fleets, pools = problem.fleets, problem.pools
+    hosts = [((p, k), v) for (p, ss, k), v in fm.caches.items() if ss == s]
+    workers = [(j, v) for (j, ss), v in _workers(fm) if ss == s]
+    if not workers and not hosts:
+        return
+    dims = (
+        (lambda j: fleets[j].cpu_millis, lambda p, k: pools[p].cpu_millis, sum(c.count * c.cpu_millis for c in sw.classes)),
+        (lambda j: fleets[j].memory_bytes, lambda p, k: pools[p].memory_bytes, sum(c.count * c.memory_bytes for c in sw.classes)),
+        (lambda j: 1, lambda p, k: 1, sum(c.count * c.pods for c in sw.classes)),
+        (lambda j: fleets[j].read_gbps, lambda p, k: problem.fill(p, sw.classes[k]), sum(c.count * c.nic_gbps for c in sw.classes)),
+    )
+    for worker_size, cache_size, capacity in dims:
+        # scaled to the capacity so HiGHS sees coefficients near 1
+        scale = 1.0 / capacity if capacity else 1.0
+        m.row([(v, worker_size(j) * scale) for j, v in workers] + [(v, cache_size(p, k) * scale) for (p, k), v in hosts],
+              ub=1.0)
+    # Per fleet: workers fit node by node; a cache pod takes some of its node's slots.
+    for j in sorted({j for j, _ in workers}):
+        terms = [(v, 1.0) for jj, v in workers if jj == j]
+        total = 0
+        for k, nc in enumerate(sw.classes):
+            alone = problem.slots(j, nc)
+            total += nc.count * alone
+            for (p, kk), v in hosts:
+                if kk == k:
+                    terms.append((v, alone - problem.slots(j, nc, cache_pool=p)))
+        m.row(terms, ub=total)
+
+
+def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
+    problem, m, mode = fm.problem, fm.model, fm.mode
+    pools, fleets = problem.pools, problem.fleets
+    inbound: dict[int, list] = {s: [] for s in range(len(problem.switches))}
+    outbound: dict[int, list] = {s: [] for s in range(len(problem.switches))}
+    wan = []
+    for p, pool in enumerate(pools):
+        if not readers[p]:
+            continue
+        demand_total = sum(fleets[j].replicas * fleets[j].read_gbps for j in readers[p])
+        replicas = sum(fleets[j].replicas for j in readers[p])
+        for s, sw in enumerate(problem.switches):
+            hosts = [(v, problem.serve(p, sw.classes[k])) for (pp, ss, k), v in fm.caches.items() if pp == p and ss == s]
+            local = [(fm.local[j, s], fleets[j].read_gbps) for j in readers[p] if (j, s) in fm.local]
+            ring = [(fm.ring[j, s], fleets[j].read_gbps) for j in readers[p] if (j, s) in fm.ring]
+            serve_max = sum(problem.serve(p, sw.classes[k]) * m.ub[v] for (pp, ss, k), v in fm.caches.items()
+                            if pp == p and ss == s)
+            if ring:
+                a = fm.reads_ring[p, s] = m.var(0.0, demand_total)
+                m.row([(a, 1.0)] + [(v, -r) for v, r in ring], ub=0.0)
+                inbound[s].append((a, 1.0))
+            if hosts:
+                o = fm.ring_serve[p, s] = m.var(0.0, serve_max)
+                served = [(o, 1.0)]
+                if local:
+                    l_ = fm.reads_local[p, s] = m.var(0.0, serve_max)
+                    m.row([(l_, 1.0)] + [(v, -r) for v, r in local], ub=0.0)
+                    served.append((l_, 1.0))
+                m.row(served + [(v, -g) for v, g in hosts], ub=0.0)
+                outbound[s].append((o, 1.0))
+                inbound[s] += [(v, pool.miss_ratio) for v, _ in served]
+                wan += [(v, pool.miss_ratio) for v, _ in served]
+                if ring and mode in ("auto", "local"):
+                    _exclusive(fm, p, s, o, serve_max, hosts, ring, replicas)
+        m.row([(v, 1.0) for (pp, _), v in fm.ring_serve.items() if pp == p]
+              + [(v, -1.0) for (pp, _), v in fm.reads_ring.items() if pp == p], lb=0.0, ub=0.0)
+    for s, sw in enumerate(problem.switches):
+        for terms in (inbound[s], outbound[s]):
+            if terms:
+                scale = 1.0 / sw.uplink_gbps
+                m.row([(v, c * scale) for v, c in terms] + [(fm.util, -1.0)], ub=0.0)
+    if wan:
+        m.row([(v, c / problem.wan_gbps) for v, c in wan], ub=1.0)
+
+
+def _exclusive(fm: Formulation, p: int, s: int, ring_serve: int, serve_max: float, hosts, ring, replicas: int) -> None:
+    """auto: ring serving and ring reading of one pool never share a switch.
+    local: ring readers only where the pool has no cache."""
+    m = fm.model
+    flag = m.var(0, 1, integer=True)
+    fm.flags.add(flag)
+    if fm.mode == "auto":
+        m.row([(ring_serve, 1.0), (flag, -serve_max)], ub=0.0)
+    else:
+        m.row([(v, 1.0) for v, _ in hosts] + [(flag, -sum(m.ub[v] for v, _ in hosts))], ub=0.0)
+    m.row([(v, 1.0) for v, _ in ring] + [(flag, replicas)], ub=replicas)
+
+
+def _moves(fm: Formulation, current: Current) -> None:
+    """Moved pods: workers a switch loses, cache hosts not kept (lost ones are constant)."""
+    m = fm.model
+    for (j, s), count in sorted(current.workers.items()):
+        if count <= 0:
+            continue
+        moved = m.var(0.0, count)
+        placed = [(v, 1.0) for key, v in _workers(fm) if key == (j, s)]
+        m.row([(moved, 1.0)] + placed, lb=count)
+        fm.moves[moved] = 1.0
+    for key, count in sorted(current.caches.items()):
+        if count <= 0:
+            continue
+        moved = m.var(0.0, count)
+        m.row([(moved, 1.0)] + ([(fm.caches[key], 1.0)] if key in fm.caches else []), lb=count)
+        fm.moves[moved] = 1.0

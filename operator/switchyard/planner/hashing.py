@@ -1,0 +1,63 @@
+"""Rendezvous hashing: which cache host serves a file, for ring (`hashed`) readers.
+
+The rule, precise enough to reimplement in any language:
+
+1. Inputs: the file path as given to the client (a string, encoded UTF-8) and
+   the pool's ring as published with the plan (`Plan.hash_weights[pool]`): a
+   map from cache name (the cache host's node name) to a weight > 0. Caches
+   of weight 0 are not in the ring.
+2. For each cache c: d = SHA-256(UTF-8(c) + b"\\x00" + UTF-8(path)); take the
+   first 8 bytes of d as a big-endian unsigned 64-bit integer h, keep its top
+   53 bits, h53 = h >> 11, and let u = (h53 + 0.5) / 2**53, so 0 < u < 1
+   exactly in IEEE-754 double precision.
+3. score(c) = -weight(c) / ln(u)   (double precision).
+4. The ordered cache list is the caches by score, highest first; equal scores
+   (practically never) go by name, ascending. A client reads the file from
+   the first cache and falls back to the next ones in order.
+
+Why this rule: the first cache is c with probability weight(c) / sum(weights),
+so bytes spread over the ring in proportion to the published weights, one
+copy per file. Adding a cache only takes files *to* the new cache (their
+share w_new / sum); losing a cache only moves the files it held, each to its
+second choice. No other file changes its cache. Only the weights the planner
+publishes move files between surviving caches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Iterable, Mapping
+
+_TOP53 = 2**53
+
+
+def unit(cache: str, path: str) -> float:
+    """The (0, 1) number of step 2."""
+    digest = hashlib.sha256(cache.encode() + b"\x00" + path.encode()).digest()
+    h53 = int.from_bytes(digest[:8], "big") >> 11
+    return (h53 + 0.5) / _TOP53
+
+
+def score(cache: str, path: str, weight: float = 1.0) -> float:
+    return -weight / math.log(unit(cache, path))
+
+
+def _ring(caches: Mapping[str, float] | Iterable[str]) -> dict[str, float]:
+    if isinstance(caches, Mapping):
+        return {c: float(w) for c, w in caches.items() if w > 0}
+    return {c: 1.0 for c in caches}
+
+
+def order(path: str, caches: Mapping[str, float] | Iterable[str]) -> list[str]:
+    """The ordered cache list for a file: home first, then the fallbacks."""
+    ring = _ring(caches)
+    return sorted(ring, key=lambda c: (-score(c, path, ring[c]), c))
+
+
+def home(path: str, caches: Mapping[str, float] | Iterable[str]) -> str | None:
+    """The cache a file is read from (None for an empty ring)."""
+    ring = _ring(caches)
+    if not ring:
+        return None
+    return min(ring, key=lambda c: (-score(c, path, ring[c]), c))

@@ -1,0 +1,159 @@
+"""The planner's input reduced to numbers: switches, node classes, pools, fleets.
+
+Nodes behind one switch that are interchangeable for placement (same NIC,
+CPU, memory, pods and the same set of pools they may host a cache for) form
+one *class*; the solver decides counts per class, never per node, which keeps
+the model small at thousands of nodes. Names and orders are sorted, so the
+same input always builds the same model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..topology import Host, Topology, parse_quantity
+from .model import FleetRequest, PoolRequest, Unsatisfiable
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    serve_gbps: float
+    miss_ratio: float
+    max_hosts_per_switch: int
+    cpu_millis: int            # the cache pod's request
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    name: str
+    pool: int | None           # index into Problem.pools; None: no pool to read from
+    replicas: int
+    cpu_millis: int
+    memory_bytes: int
+    read_gbps: float
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    """Interchangeable nodes behind one switch."""
+
+    nodes: tuple[str, ...]     # sorted names
+    nic_gbps: float
+    cpu_millis: int
+    memory_bytes: int
+    pods: int
+    eligible: frozenset[int]   # pools this class may host a cache for
+
+    @property
+    def count(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    name: str
+    uplink_gbps: float
+    classes: tuple[NodeClass, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    switches: tuple[SwitchSpec, ...]
+    pools: tuple[PoolSpec, ...]
+    fleets: tuple[FleetSpec, ...]
+    wan_gbps: float
+
+    def serve(self, pool: int, node_class: NodeClass) -> float:
+        """What one cache host of `pool` on a node of this class can serve."""
+        return min(node_class.nic_gbps, self.pools[pool].serve_gbps)
+
+    def fill(self, pool: int, node_class: NodeClass) -> float:
+        """Origin traffic entering a cache host's NIC when it serves flat out."""
+        return self.pools[pool].miss_ratio * self.serve(pool, node_class)
+
+    def slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None = None) -> int:
+        """Workers of `fleet` one node of the class holds (alone), optionally next to a cache."""
+        f = self.fleets[fleet]
+        cpu, mem, pods, nic = node_class.cpu_millis, node_class.memory_bytes, node_class.pods, node_class.nic_gbps
+        if cache_pool is not None:
+            p = self.pools[cache_pool]
+            cpu, mem, pods, nic = cpu - p.cpu_millis, mem - p.memory_bytes, pods - 1, nic - self.fill(cache_pool, node_class)
+        if min(cpu, mem, pods) < 0 or nic < 0:
+            return 0
+        return int(min(cpu // f.cpu_millis, mem // f.memory_bytes, pods, nic // f.read_gbps + 1e-9))
+
+
+def cache_fits(pool: PoolSpec, node_class: NodeClass) -> bool:
+    return pool.cpu_millis <= node_class.cpu_millis and pool.memory_bytes <= node_class.memory_bytes and node_class.pods >= 1
+
+
+def pool_spec(pool: PoolRequest) -> PoolSpec:
+    body = pool.body
+    return PoolSpec(
+        name=pool.name, serve_gbps=body.serve_gbps, miss_ratio=body.miss_ratio,
+        max_hosts_per_switch=body.max_hosts_per_switch,
+        cpu_millis=int(parse_quantity(body.resources.cpu) * 1000),
+        memory_bytes=int(parse_quantity(body.resources.memory)),
+    )
+
+
+def fleet_pool_index(fleet: FleetRequest, pools: list[PoolRequest]) -> int | None:
+    """The pool a fleet reads through: its own choice, else the facility's first pool."""
+    if not pools:
+        return None
+    if fleet.pool is None:
+        return 0
+    for i, pool in enumerate(pools):
+        if pool.name == fleet.pool:
+            return i
+    raise Unsatisfiable("UnknownPool", f"fleet {fleet.name}: pool {fleet.pool!r} is not one of the facility's cache pools "
+                                       f"({', '.join(p.name for p in pools)})")
+
+
+def host_eligible(host: Host, pool: PoolRequest) -> bool:
+    body = pool.body
+    return host.has_nvme(body.nvme_label) and host.matches(body.node_selector)
+
+
+def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest]) -> Problem:
+    pool_specs = tuple(pool_spec(p) for p in pools)
+    fleet_specs = tuple(
+        FleetSpec(name=f.name, pool=fleet_pool_index(f, pools), replicas=f.body.replicas,
+                  cpu_millis=f.body.cores * 1000, memory_bytes=int(f.body.memory_gib * GIB), read_gbps=f.body.read_gbps)
+        for f in fleets
+    )
+    switches = []
+    for sw in sorted(topology.switches, key=lambda s: s.name):
+        groups: dict[tuple, list[str]] = {}
+        for host in sw.hosts:
+            eligible = frozenset(i for i, p in enumerate(pools) if host_eligible(host, p))
+            key = (host.nic_gbps, host.cpu_millis, host.memory_bytes, host.pods, tuple(sorted(eligible)))
+            groups.setdefault(key, []).append(host.name)
+        classes = tuple(
+            NodeClass(nodes=tuple(sorted(names)), nic_gbps=k[0], cpu_millis=k[1], memory_bytes=k[2], pods=k[3],
+                      eligible=frozenset(k[4]))
+            for k, names in sorted(groups.items(), key=lambda kv: min(kv[1]))
+        )
+        switches.append(SwitchSpec(sw.name, sw.uplink_gbps, classes))
+    problem = Problem(tuple(switches), pool_specs, fleet_specs, topology.wan_gbps)
+    _check_satisfiable(problem)
+    return problem
+
+
+def _check_satisfiable(problem: Problem) -> None:
+    """The two impossibilities no objective can trade away (same reasons as the spread planner)."""
+    for i, pool in enumerate(problem.pools):
+        if not any(i in c.eligible and cache_fits(pool, c) for s in problem.switches for c in s.classes) \
+                or pool.max_hosts_per_switch == 0:
+            raise Unsatisfiable("NoEligibleCacheNodes",
+                                f"pool {pool.name}: no schedulable node with its NVMe label (and matching its "
+                                f"nodeSelector, with room for the cache pod) on any of the facility's switches")
+    for j, fleet in enumerate(problem.fleets):
+        if fleet.replicas and not any(problem.slots(j, c) for s in problem.switches for c in s.classes):
+            raise Unsatisfiable("NoNodeFitsWorker",
+                                f"fleet {fleet.name}: no node has {fleet.cpu_millis // 1000} cores, "
+                                f"{fleet.memory_bytes / GIB:g} GiB and {fleet.read_gbps:g} Gbps of NIC free for one worker")

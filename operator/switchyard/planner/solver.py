@@ -1,0 +1,255 @@
+"""The switch-aware planner: the placement model solved with HiGHS, stage by stage.
+
+1. deliverable Gbps, as high as it goes (if the cluster cannot hold every
+   worker, first as many workers as fit);
+2. then the lowest peak uplink utilisation that keeps that Gbps;
+3. then the fewest pods moved from the current placement, and among equals
+   the most cache hosts (spare serving and a warm cache to lose).
+
+Each stage pins what the earlier ones achieved, so the order is strict. The
+integer solution is then realised on nodes (packing.py), judged by the same
+flow model as every baseline (flow.py), and reported with the LP relaxation of
+the routing-free model as the bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..topology import Topology
+from .flow import evaluate
+from .formulation import Current, Formulation, formulate
+from .lp import Infeasible, LinearModel, Solution, SolveError
+from .model import FleetRequest, Placement, Plan, PoolRequest
+from .packing import Packing, pack
+from .problem import Problem, build_problem
+
+NAME = "milp"
+GBPS_SLACK = 1e-6      # relative: later stages keep the Gbps within this of stage 1
+UTIL_SLACK = 1e-6      # absolute, on utilisation (0..1)
+
+
+def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str = "auto",
+         current: Placement | None = None) -> Plan:
+    problem = build_problem(topology, pools, fleets)
+    fm = formulate(problem, routing, _current(problem, current) if current is not None else None)
+    relaxed_gbps, solution = solve(fm)
+    bound = relaxed_gbps if routing == "auto" else upper_bound(problem)
+    placement, packing = _realise(problem, fm, solution, current)
+    weights = _ring_weights(topology, problem, fm, solution, placement)
+    flow = evaluate(topology, pools, fleets, placement, weights)
+    unplaced = {problem.fleets[j].name: int(round(solution.x[v])) for j, v in fm.unplaced.items()}
+    for (j, _), count in packing.shortfall.items():
+        name = problem.fleets[j].name
+        unplaced[name] = unplaced.get(name, 0) + count
+    return Plan(
+        placement=placement,
+        routing=_routing(problem, placement, routing),
+        uplinks=flow.uplinks,
+        predicted_gbps=flow.delivered_gbps,
+        bound_gbps=round(max(bound, flow.delivered_gbps), 3),
+        bottleneck=flow.bottleneck,
+        planner=NAME,
+        moves=placement.moves_from(current),
+        demand_gbps=flow.demand_gbps,
+        hash_weights=weights,
+        unplaced={k: v for k, v in sorted(unplaced.items()) if v},
+    )
+
+
+def upper_bound(problem: Problem) -> float:
+    """LP relaxation of the routing-free (auto) model: no placement and routing delivers more."""
+    fm = formulate(problem, "auto")
+    return _stages(fm, relax=True, only_gbps=True)[0]
+
+
+def solve(fm: Formulation) -> tuple[float, Solution]:
+    """(LP-relaxation Gbps, integer solution).
+
+    The three stages are solved as LPs first; the integer stages then search
+    only the box of roundings around that LP solution (each integer between
+    floor and ceil of its LP value), which keeps the MILP small at thousands
+    of nodes. The box widens, up to the whole space, if it holds no solution.
+    """
+    m = fm.model
+    relaxed_gbps, relaxed = _stages(fm, relax=True)
+    original = (list(m.lb), list(m.ub))
+    boxed = [v for v in fm.integers() if v not in fm.flags]
+    for widen in (0, 2, None):
+        m.lb, m.ub = list(original[0]), list(original[1])
+        if widen is not None:
+            for v in boxed:
+                m.lb[v] = max(original[0][v], math.floor(relaxed.x[v] + 1e-6) - widen)
+                m.ub[v] = min(original[1][v], math.ceil(relaxed.x[v] - 1e-6) + widen)
+        try:
+            return relaxed_gbps, _stages(fm, relax=False)[1]
+        except Infeasible:
+            continue
+    raise SolveError("no integer placement found")  # unreachable: the full space holds one
+
+
+def _stages(fm: Formulation, relax: bool, only_gbps: bool = False) -> tuple[float, Solution]:
+    """Stage 1 (and 0 if needed), 2 and 3, each pinning the stage before; pins are removed after."""
+    m: LinearModel = fm.model
+    mark = m.mark()
+    gbps = fm.delivered()
+    try:
+        try:
+            first = m.solve(gbps, maximise=True, relax=relax)
+        except Infeasible:
+            if all(m.ub[v] > 0 for v in fm.unplaced.values()):
+                raise
+            # Not every worker fits: first as few unplaced workers as possible.
+            for j, v in fm.unplaced.items():
+                m.ub[v] = fm.problem.fleets[j].replicas
+            fewest = m.solve({v: 1.0 for v in fm.unplaced.values()}, relax=relax)
+            m.row({v: 1.0 for v in fm.unplaced.values()}, ub=fewest.objective + 1e-6)
+            first = m.solve(gbps, maximise=True, relax=relax)
+        if only_gbps:
+            return first.objective, first
+        m.row(gbps, lb=first.objective - GBPS_SLACK * max(1.0, first.objective))
+        second = m.solve({fm.util: 1.0}, relax=relax)
+        m.row({fm.util: 1.0}, ub=second.objective + UTIL_SLACK)
+        # Moves dominate: one pod moved outweighs every cache host there could be.
+        weight = 1.0 + sum(m.ub[v] for v in fm.caches.values())
+        third = {v: weight * c for v, c in fm.moves.items()}
+        for v in fm.caches.values():
+            third[v] = third.get(v, 0.0) - 1.0
+        return first.objective, (m.solve(third, relax=relax) if third else second)
+    finally:
+        m.rollback(mark)
+
+
+def _current(problem: Problem, current: Placement) -> Current:
+    """The current placement in model terms; pods whose switch or node is gone count as lost."""
+    switch_index = {sw.name: s for s, sw in enumerate(problem.switches)}
+    fleet_index = {f.name: j for j, f in enumerate(problem.fleets)}
+    pool_index = {p.name: i for i, p in enumerate(problem.pools)}
+    out = Current()
+    for fleet, by_switch in current.workers.items():
+        for switch, count in by_switch.items():
+            if fleet in fleet_index and switch in switch_index:
+                key = (fleet_index[fleet], switch_index[switch])
+                out.workers[key] = out.workers.get(key, 0) + count
+            elif fleet in fleet_index:
+                out.lost += count
+    for pool, by_switch in current.caches.items():
+        for switch, nodes in by_switch.items():
+            for node in nodes:
+                key = _cache_class(problem, pool_index.get(pool), switch_index.get(switch), node)
+                if key is None:
+                    out.lost += 1
+                else:
+                    out.caches[key] = out.caches.get(key, 0) + 1
+    return out
+
+
+def _cache_class(problem: Problem, p: int | None, s: int | None, node: str) -> tuple[int, int, int] | None:
+    if p is None or s is None:
+        return None
+    for k, nc in enumerate(problem.switches[s].classes):
+        if node in nc.nodes:
+            return (p, s, k) if p in nc.eligible else None
+    return None
+
+
+def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Placement | None) -> tuple[Placement, Packing]:
+    x = solution.x
+    count = {key: int(round(x[v])) for key, v in fm.caches.items()}
+    cache_nodes = choose_cache_nodes(problem, count, current)
+    workers: dict[tuple[int, int], int] = {}
+    hashed: dict[tuple[int, int], int] = {}
+    for (j, s), v in fm.local.items():
+        workers[j, s] = workers.get((j, s), 0) + int(round(x[v]))
+    for (j, s), v in fm.ring.items():
+        n = int(round(x[v]))
+        workers[j, s] = workers.get((j, s), 0) + n
+        hashed[j, s] = n
+    packing = pack(problem, cache_nodes, workers)
+    for key, short in packing.shortfall.items():
+        workers[key] -= short
+        hashed[key] = min(hashed.get(key, 0), workers[key])
+    placement = to_placement(problem, cache_nodes, workers, hashed)
+    return placement, packing
+
+
+def choose_cache_nodes(problem: Problem, count: dict[tuple[int, int, int], int],
+                       current: Placement | None) -> dict[tuple[int, int], tuple[str, ...]]:
+    """Concrete hosts for the planned counts: current hosts first (nothing moves), then by name."""
+    keep: dict[str, str] = {}
+    if current is not None:
+        for pool, by_switch in current.caches.items():
+            for nodes in by_switch.values():
+                for node in nodes:
+                    keep[node] = pool
+    out: dict[tuple[int, int], list[str]] = {}
+    for s, sw in enumerate(problem.switches):
+        for k, nc in enumerate(sw.classes):
+            wanted = {p: count.get((p, s, k), 0) for p in range(len(problem.pools))}
+            taken: set[str] = set()
+            for p, n in wanted.items():
+                mine = [node for node in nc.nodes if keep.get(node) == problem.pools[p].name][:n]
+                taken.update(mine)
+                out.setdefault((p, s), []).extend(mine)
+                wanted[p] = n - len(mine)
+            free = [node for node in nc.nodes if node not in taken]
+            for p, n in wanted.items():
+                # keep other pools' current hosts for last, so a shrinking pool frees its own first
+                ordered = sorted(free, key=lambda node: (node in keep, node))[:n]
+                free = [node for node in free if node not in ordered]
+                out.setdefault((p, s), []).extend(ordered)
+    return {key: tuple(sorted(nodes)) for key, nodes in out.items() if nodes}
+
+
+def to_placement(problem: Problem, cache_nodes, workers, hashed) -> Placement:
+    caches: dict[str, dict[str, tuple[str, ...]]] = {p.name: {} for p in problem.pools}
+    has_cache = set()
+    for (p, s), nodes in sorted(cache_nodes.items()):
+        caches[problem.pools[p].name][problem.switches[s].name] = nodes
+        has_cache.add((p, s))
+    by_fleet: dict[str, dict[str, int]] = {f.name: {} for f in problem.fleets}
+    ring: dict[str, dict[str, int]] = {}
+    for (j, s), n in sorted(workers.items()):
+        if n <= 0:
+            continue
+        fleet, switch = problem.fleets[j], problem.switches[s].name
+        by_fleet[fleet.name][switch] = n
+        if fleet.pool is None:
+            continue
+        # without a local cache every worker reads through the ring
+        h = n if (fleet.pool, s) not in has_cache else hashed.get((j, s), 0)
+        if h:
+            ring.setdefault(fleet.name, {})[switch] = h
+    return Placement(caches={k: v for k, v in caches.items() if v} or {}, workers=by_fleet,
+                     hashed=ring)
+
+
+def _ring_weights(topology: Topology, problem: Problem, fm: Formulation, solution: Solution,
+                  placement: Placement) -> dict[str, dict[str, float]]:
+    """Host weights proportional to the ring serving the model planned per switch."""
+    nic = {h.name: h.nic_gbps for h in topology.hosts}
+    out = {}
+    for p, pool in enumerate(problem.pools):
+        by_switch = placement.caches.get(pool.name, {})
+        planned = {s: solution.x[v] for (pp, s), v in fm.ring_serve.items() if pp == p}
+        total = sum(planned.values())
+        weights = {}
+        for s, sw in enumerate(problem.switches):
+            nodes = by_switch.get(sw.name, ())
+            serve = {n: min(nic[n], pool.serve_gbps) for n in nodes}
+            share = planned.get(s, 0.0) / total if total > 1e-9 else None
+            for n in nodes:
+                if share is None:
+                    weights[n] = serve[n]     # nothing planned through the ring: weigh by capacity
+                else:
+                    weights[n] = share * serve[n] / sum(serve.values())
+        scale = sum(weights.values())
+        out[pool.name] = {n: round(w / scale, 6) for n, w in sorted(weights.items())} if scale else {}
+    return out
+
+
+def _routing(problem: Problem, placement: Placement, mode: str) -> dict[str, str]:
+    if mode == "hashed":
+        return {sw.name: "hashed" for sw in problem.switches}
+    ring = {s for by_switch in placement.hashed.values() for s, n in by_switch.items() if n}
+    return {sw.name: ("hashed" if sw.name in ring else "local") for sw in problem.switches}
