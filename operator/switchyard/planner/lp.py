@@ -1,4 +1,4 @@
-"""A small sparse (mixed-integer) linear program builder solved by HiGHS through scipy.
+"""A small sparse (mixed-integer) linear program builder solved by HiGHS (highspy).
 
 The solver states its model once as variables and rows, then solves it several
 times with different objectives (the lexicographic stages) and extra rows that
@@ -10,14 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+import highspy
 import numpy as np
-from scipy.optimize import LinearConstraint, milp
-from scipy.sparse import csr_array
+from scipy.sparse import csc_array
 
 INF = float("inf")
 # Branch-and-bound nodes per solve: a deterministic cap (a time limit would
 # make the plan depend on the machine's speed).
 NODE_LIMIT = 5000
+_INTEGER = highspy.HighsVarType.kInteger
+_CONTINUOUS = highspy.HighsVarType.kContinuous
 
 
 class SolveError(RuntimeError):
@@ -85,22 +87,35 @@ class LinearModel:
 
     def solve(self, objective: Mapping[int, float], maximise: bool = False, relax: bool = False,
               gap: float = 1e-4) -> Solution:
-        n = self.size
-        c = np.zeros(n)
+        n, rows = self.size, len(self.row_lb)
+        cost = np.zeros(n)
         for i, coef in objective.items():
-            c[i] += coef
-        if maximise:
-            c = -c
-        a = csr_array((self._vals, (self._rows, self._cols)), shape=(len(self.row_lb), n))
-        integrality = np.zeros(n) if relax else np.array(self.integer, dtype=float)
-        result = milp(
-            c, integrality=integrality, bounds=(np.array(self.lb), np.array(self.ub)),
-            constraints=LinearConstraint(a, np.array(self.row_lb), np.array(self.row_ub)) if self.row_lb else None,
-            options={"node_limit": NODE_LIMIT, "mip_rel_gap": gap, "presolve": True},
-        )
-        if result.x is None:
-            if result.status == 2:
-                raise Infeasible(result.message)
-            raise SolveError(f"HiGHS: {result.message}")
-        value = float(result.fun) * (-1 if maximise else 1)
-        return Solution(x=np.asarray(result.x), objective=value, optimal=result.status == 0)
+            cost[i] += coef
+        a = csc_array((self._vals, (self._rows, self._cols)), shape=(rows, n))
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n, rows
+        lp.col_cost_ = cost
+        lp.col_lower_, lp.col_upper_ = np.array(self.lb), np.array(self.ub)
+        lp.row_lower_, lp.row_upper_ = np.array(self.row_lb), np.array(self.row_ub)
+        lp.sense_ = highspy.ObjSense.kMaximize if maximise else highspy.ObjSense.kMinimize
+        matrix = lp.a_matrix_
+        matrix.format_ = highspy.MatrixFormat.kColwise
+        matrix.num_col_, matrix.num_row_ = n, rows
+        matrix.start_, matrix.index_, matrix.value_ = a.indptr, a.indices, a.data
+        if not relax and any(self.integer):
+            lp.integrality_ = [_INTEGER if i else _CONTINUOUS for i in self.integer]
+        h = highspy.Highs()
+        for option, value in (("output_flag", False), ("mip_max_nodes", NODE_LIMIT), ("mip_rel_gap", gap),
+                              ("threads", 1), ("random_seed", 0)):
+            h.setOptionValue(option, value)
+        h.passModel(lp)
+        h.run()
+        status = h.getModelStatus()
+        if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+            raise Infeasible(h.modelStatusToString(status))
+        info = h.getInfo()
+        if info.primal_solution_status != 2:     # 2: a feasible point
+            raise SolveError(f"HiGHS: {h.modelStatusToString(status)}")
+        x = np.asarray(h.getSolution().col_value)
+        return Solution(x=x, objective=float(info.objective_function_value),
+                        optimal=status == highspy.HighsModelStatus.kOptimal)

@@ -2,8 +2,11 @@
 
 The solver decides counts per switch; the default scheduler binds the pods.
 This packing proves the counts fit the switch's nodes (CPU, memory, pods and
-NIC, cache pods included) and is what tests check capacities against. It fills
-node by node in name order, biggest workers first, caches before workers.
+NIC, cache pods included) and is what tests check capacities against.
+
+First a greedy fill (node by node in name order, biggest workers first); if
+that leaves workers over, an exact packing of that switch as a small MILP,
+which also says how many of each fleet fit at most when not all do.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from .lp import LinearModel
 from .problem import Problem
+
+EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -28,43 +34,101 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     """cache_nodes: (pool, switch) -> nodes; workers: (fleet, switch) -> count."""
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
-    fleets = problem.fleets
-    order = sorted(range(len(fleets)), key=lambda j: (-fleets[j].cpu_millis, -fleets[j].memory_bytes,
-                                                      -fleets[j].read_gbps, fleets[j].name))
-    for s, sw in enumerate(problem.switches):
-        free: dict[str, list[float]] = {}
-        for nc in sw.classes:
-            for name in nc.nodes:
-                free[name] = [nc.cpu_millis, nc.memory_bytes, nc.pods, nc.nic_gbps]
-        for (p, ss), nodes in sorted(cache_nodes.items()):
-            if ss != s:
-                continue
-            pool = problem.pools[p]
-            for name in nodes:
-                nc = next(c for c in sw.classes if name in c.nodes)
-                room = free[name]
-                room[0] -= pool.cpu_millis
-                room[1] -= pool.memory_bytes
-                room[2] -= 1
-                room[3] -= problem.fill(p, nc)
-                out.setdefault(name, {})[f"cache:{pool.name}"] = 1
-        names = sorted(free)
-        for j in order:
-            need = workers.get((j, s), 0)
-            f = fleets[j]
-            size = (f.cpu_millis, f.memory_bytes, 1, f.read_gbps)
-            for name in names:
-                if not need:
-                    break
-                room = free[name]
-                fit = int(min(room[i] // size[i] if i < 3 else (room[i] + 1e-9) // size[i] for i in range(4)))
-                take = min(need, max(0, fit))
-                if take:
-                    for i in range(4):
-                        room[i] -= take * size[i]
-                    slot = out.setdefault(name, {})
-                    slot[f.name] = slot.get(f.name, 0) + take
-                    need -= take
-            if need:
-                shortfall[j, s] = need
+    for s in range(len(problem.switches)):
+        free = _free_after_caches(problem, s, cache_nodes, out)
+        wanted = {j: n for (j, ss), n in workers.items() if ss == s and n > 0}
+        placed = _greedy(problem, free, wanted)
+        if _count(placed) != wanted:
+            placed = _exact(problem, free, wanted)
+        for (j, name), count in placed.items():
+            if count:
+                slot = out.setdefault(name, {})
+                slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
+        for j, n in wanted.items():
+            got = sum(c for (jj, _), c in placed.items() if jj == j)
+            if got < n:
+                shortfall[j, s] = n - got
     return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall)
+
+
+def _count(placed: dict[tuple[int, str], int]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for (j, _), n in placed.items():
+        if n:
+            out[j] = out.get(j, 0) + n
+    return out
+
+
+def _free_after_caches(problem: Problem, s: int, cache_nodes, out) -> dict[str, list[float]]:
+    sw = problem.switches[s]
+    free: dict[str, list[float]] = {}
+    class_of = {}
+    for nc in sw.classes:
+        for name in nc.nodes:
+            free[name] = [nc.cpu_millis, nc.memory_bytes, nc.pods, nc.nic_gbps]
+            class_of[name] = nc
+    for (p, ss), nodes in sorted(cache_nodes.items()):
+        if ss != s:
+            continue
+        pool = problem.pools[p]
+        for name in nodes:
+            room = free[name]
+            room[0] -= pool.cpu_millis
+            room[1] -= pool.memory_bytes
+            room[2] -= 1
+            room[3] -= problem.fill(p, class_of[name])
+            out.setdefault(name, {})[f"cache:{pool.name}"] = 1
+    return dict(sorted(free.items()))
+
+
+def _size(problem: Problem, j: int) -> tuple[float, float, float, float]:
+    f = problem.fleets[j]
+    return (f.cpu_millis, f.memory_bytes, 1, f.read_gbps)
+
+
+def _fit(room: list[float], size: tuple) -> int:
+    return max(0, int(min((room[i] + EPS) // size[i] for i in range(4))))
+
+
+def _greedy(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int]) -> dict[tuple[int, str], int]:
+    free = {n: list(r) for n, r in free.items()}
+    fleets = problem.fleets
+    order = sorted(wanted, key=lambda j: (-fleets[j].cpu_millis, -fleets[j].memory_bytes, -fleets[j].read_gbps,
+                                          fleets[j].name))
+    placed: dict[tuple[int, str], int] = {}
+    for j in order:
+        need, size = wanted[j], _size(problem, j)
+        for name, room in free.items():
+            if not need:
+                break
+            take = min(need, _fit(room, size))
+            if take:
+                for i in range(4):
+                    room[i] -= take * size[i]
+                placed[j, name] = take
+                need -= take
+    return placed
+
+
+def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int]) -> dict[tuple[int, str], int]:
+    """The most workers (by read Gbps, then count) that fit, node by node."""
+    m = LinearModel()
+    x = {}
+    for j in sorted(wanted):
+        size = _size(problem, j)
+        for name, room in free.items():
+            cap = min(wanted[j], _fit(room, size))
+            if cap:
+                x[j, name] = m.var(0, cap, integer=True)
+    for name, room in free.items():
+        for i in range(4):
+            terms = [(v, _size(problem, j)[i]) for (j, n), v in x.items() if n == name]
+            if terms:
+                m.row(terms, ub=room[i] + EPS)
+    for j, n in wanted.items():
+        m.row([(v, 1.0) for (jj, _), v in x.items() if jj == j], ub=n)
+    if not x:
+        return {}
+    value = {v: problem.fleets[j].read_gbps + 1e-3 for (j, _), v in x.items()}
+    best = m.solve(value, maximise=True, gap=0.0)
+    return {key: int(round(best.x[v])) for key, v in x.items() if round(best.x[v])}

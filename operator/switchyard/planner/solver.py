@@ -19,7 +19,7 @@ import math
 from ..topology import Topology
 from .flow import evaluate
 from .formulation import Current, Formulation, formulate
-from .lp import Infeasible, LinearModel, Solution, SolveError
+from .lp import Infeasible, LinearModel, Solution
 from .model import FleetRequest, Placement, Plan, PoolRequest
 from .packing import Packing, pack
 from .problem import Problem, build_problem
@@ -27,15 +27,24 @@ from .problem import Problem, build_problem
 NAME = "milp"
 GBPS_SLACK = 1e-6      # relative: later stages keep the Gbps within this of stage 1
 UTIL_SLACK = 1e-6      # absolute, on utilisation (0..1)
+# Peak utilisations this close count as equal in the integer stages, so a
+# re-plan does not move pods for a gain nobody could measure.
+UTIL_TOLERANCE = 0.005
+# Re-solves when a switch's planned workers do not pack onto its nodes.
+PACKING_ROUNDS = 3
 
 
 def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str = "auto",
          current: Placement | None = None) -> Plan:
     problem = build_problem(topology, pools, fleets)
     fm = formulate(problem, routing, _current(problem, current) if current is not None else None)
-    relaxed_gbps, solution = solve(fm)
+    for _ in range(PACKING_ROUNDS):
+        relaxed_gbps, solution = solve(fm)
+        placement, packing = _realise(problem, fm, solution, current)
+        if not packing.shortfall:
+            break
+        _fit_to_packing(fm, packing, solution)
     bound = relaxed_gbps if routing == "auto" else upper_bound(problem)
-    placement, packing = _realise(problem, fm, solution, current)
     weights = _ring_weights(topology, problem, fm, solution, placement)
     flow = evaluate(topology, pools, fleets, placement, weights)
     unplaced = {problem.fleets[j].name: int(round(solution.x[v])) for j, v in fm.unplaced.items()}
@@ -60,64 +69,77 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
 def upper_bound(problem: Problem) -> float:
     """LP relaxation of the routing-free (auto) model: no placement and routing delivers more."""
     fm = formulate(problem, "auto")
-    return _stages(fm, relax=True, only_gbps=True)[0]
+    return _most_gbps(fm, relax=True).objective
 
 
 def solve(fm: Formulation) -> tuple[float, Solution]:
-    """(LP-relaxation Gbps, integer solution).
+    """(LP-relaxation Gbps, integer solution), stage by stage.
 
-    The three stages are solved as LPs first; the integer stages then search
-    only the box of roundings around that LP solution (each integer between
-    floor and ceil of its LP value), which keeps the MILP small at thousands
-    of nodes. The box widens, up to the whole space, if it holds no solution.
+    Stage 1 is solved exactly as a MILP (it is easy: flows follow demand).
+    Stage 2, a min-max, is hard for branch and bound at thousands of integers,
+    so stages 2 and 3 are solved as LPs first and then as MILPs over a box:
+    each integer between the floor and ceiling of its LP value. If no
+    rounding in that box keeps stage 1's Gbps, the box widens to take in the
+    stage-1 solution, which makes it feasible.
     """
     m = fm.model
-    relaxed_gbps, relaxed = _stages(fm, relax=True)
-    original = (list(m.lb), list(m.ub))
-    boxed = [v for v in fm.integers() if v not in fm.flags]
-    for widen in (0, 2, None):
-        m.lb, m.ub = list(original[0]), list(original[1])
-        if widen is not None:
-            for v in boxed:
-                m.lb[v] = max(original[0][v], math.floor(relaxed.x[v] + 1e-6) - widen)
-                m.ub[v] = min(original[1][v], math.ceil(relaxed.x[v] - 1e-6) + widen)
+    gbps = fm.delivered()
+    start = m.mark()
+    try:
+        relaxed_gbps = _most_gbps(fm, relax=True).objective
+        m.rollback(start)
+        first = _most_gbps(fm, relax=False)
+        m.row(gbps, lb=first.objective - GBPS_SLACK * max(1.0, first.objective))
+        pinned = m.mark()
+        guide = _calm_then_stable(fm, relax=True)
+        m.rollback(pinned)
+        original = (list(m.lb), list(m.ub))
+        boxed = [v for v in fm.integers() if v not in fm.flags]
         try:
-            return relaxed_gbps, _stages(fm, relax=False)[1]
-        except Infeasible:
-            continue
-    raise SolveError("no integer placement found")  # unreachable: the full space holds one
+            for with_first in (False, True):
+                for v in boxed:
+                    lo, hi = math.floor(guide.x[v] + 1e-6), math.ceil(guide.x[v] - 1e-6)
+                    if with_first:
+                        lo, hi = min(lo, round(first.x[v])), max(hi, round(first.x[v]))
+                    m.lb[v], m.ub[v] = max(original[0][v], lo), min(original[1][v], hi)
+                try:
+                    return relaxed_gbps, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
+                except Infeasible:
+                    m.rollback(pinned)
+            raise AssertionError("unreachable: the stage-1 solution lies in the second box")
+        finally:
+            m.lb, m.ub = original
+    finally:
+        m.rollback(start)
 
 
-def _stages(fm: Formulation, relax: bool, only_gbps: bool = False) -> tuple[float, Solution]:
-    """Stage 1 (and 0 if needed), 2 and 3, each pinning the stage before; pins are removed after."""
+def _most_gbps(fm: Formulation, relax: bool) -> Solution:
+    """Stage 1, after stage 0 (fewest unplaced workers) when not every worker fits."""
     m: LinearModel = fm.model
-    mark = m.mark()
     gbps = fm.delivered()
     try:
-        try:
-            first = m.solve(gbps, maximise=True, relax=relax)
-        except Infeasible:
-            if all(m.ub[v] > 0 for v in fm.unplaced.values()):
-                raise
-            # Not every worker fits: first as few unplaced workers as possible.
-            for j, v in fm.unplaced.items():
-                m.ub[v] = fm.problem.fleets[j].replicas
-            fewest = m.solve({v: 1.0 for v in fm.unplaced.values()}, relax=relax)
-            m.row({v: 1.0 for v in fm.unplaced.values()}, ub=fewest.objective + 1e-6)
-            first = m.solve(gbps, maximise=True, relax=relax)
-        if only_gbps:
-            return first.objective, first
-        m.row(gbps, lb=first.objective - GBPS_SLACK * max(1.0, first.objective))
-        second = m.solve({fm.util: 1.0}, relax=relax)
-        m.row({fm.util: 1.0}, ub=second.objective + UTIL_SLACK)
-        # Moves dominate: one pod moved outweighs every cache host there could be.
-        weight = 1.0 + sum(m.ub[v] for v in fm.caches.values())
-        third = {v: weight * c for v, c in fm.moves.items()}
-        for v in fm.caches.values():
-            third[v] = third.get(v, 0.0) - 1.0
-        return first.objective, (m.solve(third, relax=relax) if third else second)
-    finally:
-        m.rollback(mark)
+        return m.solve(gbps, maximise=True, relax=relax)
+    except Infeasible:
+        if not fm.unplaced:
+            raise
+    for j, v in fm.unplaced.items():
+        m.ub[v] = fm.problem.fleets[j].replicas
+    fewest = m.solve({v: 1.0 for v in fm.unplaced.values()}, relax=relax)
+    m.row({v: 1.0 for v in fm.unplaced.values()}, ub=fewest.objective + 1e-6)
+    return m.solve(gbps, maximise=True, relax=relax)
+
+
+def _calm_then_stable(fm: Formulation, relax: bool, tolerance: float = UTIL_SLACK) -> Solution:
+    """Stage 2 (lowest peak utilisation), then stage 3 (fewest moves, then most caches)."""
+    m: LinearModel = fm.model
+    second = m.solve({fm.util: 1.0}, relax=relax)
+    m.row({fm.util: 1.0}, ub=second.objective + tolerance)
+    # Moves dominate: one pod moved outweighs every cache host there could be.
+    weight = 1.0 + sum(m.ub[v] for v in fm.caches.values())
+    third = {v: weight * c for v, c in fm.moves.items()}
+    for v in fm.caches.values():
+        third[v] = third.get(v, 0.0) - 1.0
+    return m.solve(third, relax=relax) if third else second
 
 
 def _current(problem: Problem, current: Placement) -> Current:
@@ -151,6 +173,18 @@ def _cache_class(problem: Problem, p: int | None, s: int | None, node: str) -> t
         if node in nc.nodes:
             return (p, s, k) if p in nc.eligible else None
     return None
+
+
+def _fit_to_packing(fm: Formulation, packing: Packing, solution: Solution) -> None:
+    """A switch whose workers did not pack keeps at most the mix that did (any smaller mix packs too)."""
+    m = fm.model
+    for s in sorted({s for _, s in packing.shortfall}):
+        for j in range(len(fm.problem.fleets)):
+            terms = [(v, 1.0) for key, v in ((k, fm.local.get(k)) for k in [(j, s)]) if v is not None]
+            terms += [(fm.ring[j, s], 1.0)] if (j, s) in fm.ring else []
+            if terms:
+                planned = int(round(sum(solution.x[v] for v, _ in terms)))
+                m.row(terms, ub=planned - packing.shortfall.get((j, s), 0))
 
 
 def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Placement | None) -> tuple[Placement, Packing]:
@@ -240,9 +274,9 @@ def _ring_weights(topology: Topology, problem: Problem, fm: Formulation, solutio
             share = planned.get(s, 0.0) / total if total > 1e-9 else None
             for n in nodes:
                 if share is None:
-                    weights[n] = serve[n]     # nothing planned through the ring: weigh by capacity
+                    weights[n] = float(serve[n])     # nothing planned through the ring: weigh by capacity
                 else:
-                    weights[n] = share * serve[n] / sum(serve.values())
+                    weights[n] = float(share * serve[n] / sum(serve.values()))
         scale = sum(weights.values())
         out[pool.name] = {n: round(w / scale, 6) for n, w in sorted(weights.items())} if scale else {}
     return out
