@@ -54,6 +54,16 @@ class Origin(Model):
     )
     host: HostName | None = Field(default=None, description="Origin (or redirector) host name, for mode 'fixed'.")
     port: Port = Field(default=1094, description="Origin XRootD port.")
+    connect_window_seconds: int = Field(
+        default=10, ge=1, le=300,
+        description="pss.setopt ConnectTimeout: seconds the cache tries to reach the origin per attempt, "
+        "and (ReconnectWait) how soon it tries again after the origin was unreachable.",
+    )
+    connect_retries: int = Field(
+        default=2, ge=1, le=20,
+        description="pss.setopt ConnectionRetry: connection attempts of connectWindowSeconds each before a "
+        "client gets an error while the origin is down.",
+    )
 
     @model_validator(mode="after")
     def _fixed_needs_host(self) -> "Origin":
@@ -71,7 +81,7 @@ class Storage(Model):
     )
 
     data_paths: list[AbsPath] = Field(
-        default_factory=lambda: ["/mnt/nvme0"],
+        default=["/mnt/nvme0"],
         min_length=1,
         max_length=32,
         description="One host path per data disk (JBOD); each becomes an 'oss.space data' entry so every disk is used.",
@@ -131,10 +141,10 @@ class Auth(Model):
 
     mode: Literal["none", "scitokens"] = Field(default="none", description="none: open read access. scitokens: require a SciToken (over ZTN).")
     issuers: list[Annotated[str, StringConstraints(max_length=200, pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$")]] = Field(
-        default_factory=list, max_length=8, description="Accepted token issuer URLs (https).",
+        default=[], max_length=8, description="Accepted token issuer URLs (https).",
     )
     audiences: list[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._~:/-]*$")]] = Field(
-        default_factory=list, max_length=8,
+        default=[], max_length=8,
         description="Token audiences the cache accepts (the 'aud' claim); empty accepts the issuers' defaults.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
@@ -172,8 +182,8 @@ class XCachePoolBody(Model):
         default="switchyard.dev/nvme",
         description="Node label that marks NVMe nodes eligible to host a cache (any value but 'false').",
     )
-    node_selector: dict[LabelKey, LabelValue] = Field(
-        default_factory=dict, description="Further node labels a cache host must carry.",
+    node_selector: dict[LabelKey, LabelValue] = Field(max_length=16,
+        default={}, description="Further node labels a cache host must carry.",
     )
     max_hosts_per_switch: int = Field(default=8, ge=0, le=1000, description="Upper bound on cache hosts on one switch.")
     serve_gbps: float = Field(default=40.0, gt=0, le=800, description="What one cache host can serve, in Gbps (capped by the node's NIC).")
@@ -221,6 +231,6 @@ class XCachePoolStatus(CommonStatus):
 
     hosts: int = Field(default=0, description="Planned cache hosts.")
     ready_hosts: int = Field(default=0, description="Cache hosts ready to serve.")
-    switches: list[SwitchCount] = Field(default_factory=list, description="Planned and ready hosts per switch.")
+    switches: list[SwitchCount] = Field(default=[], description="Planned and ready hosts per switch.")
     serving_gbps: float = Field(default=0, description="Serving capacity of the ready hosts, in Gbps.")
     endpoint: str = Field(default="", description="The pool-wide Service address (host:port).")

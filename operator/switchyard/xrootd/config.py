@@ -80,6 +80,13 @@ def _proxy(pool: XCachePoolBody) -> list[str]:
         # Forwarding mode: the client names the origin in the path
         # (root://cache//root://origin:port//file).
         lines += ["pss.origin =", "all.export /root:/ r/o", "all.export /xroot:/ r/o"]
+    # Fail a client fast and clearly when the origin is down, instead of the
+    # client library's ten minutes of retries, and try the origin again soon
+    # after (ReconnectWait, XrdCl's StreamErrorWindow, defaults to 30 minutes).
+    window = pool.origin.connect_window_seconds
+    lines += [f"pss.setopt ConnectTimeout {window}",
+              f"pss.setopt ConnectionRetry {pool.origin.connect_retries}",
+              f"pss.setopt ReconnectWait {window}"]
     return lines
 
 
@@ -113,7 +120,8 @@ def _monitoring(exporter_port: int, report_interval_seconds: int) -> list[str]:
         "# Monitoring to the exporter sidecar on loopback: the summary stream",
         "# (connections, bytes to clients, open files) and the pfc g-stream",
         "# (one JSON record per file close: hit, miss and bypass bytes).",
-        f"xrd.report {dest} every {report_interval_seconds}s all",
+        "# sync folds in the bytes of connections still open: workers keep theirs.",
+        f"xrd.report {dest} every {report_interval_seconds}s all sync",
         f"xrootd.monitor all flush {report_interval_seconds}s ident off dest pfc {dest}",
         f"xrootd.mongstream pfc use flush {report_interval_seconds}s send json dflthdr {dest}",
     ]
