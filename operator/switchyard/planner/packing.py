@@ -132,3 +132,16 @@ def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int
     value = {v: problem.fleets[j].read_gbps + 1e-3 for (j, _), v in x.items()}
     best = m.solve(value, maximise=True, gap=0.0)
     return {key: int(round(best.x[v])) for key, v in x.items() if round(best.x[v])}
+
+
+def witness(topology, pools, fleets, placement) -> Packing:
+    """The node-level packing of a Plan's placement (what tests and the bench check capacities on)."""
+    from .problem import build_problem
+
+    problem = build_problem(topology, pools, fleets)
+    switch = {sw.name: s for s, sw in enumerate(problem.switches)}
+    pool = {p.name: i for i, p in enumerate(problem.pools)}
+    fleet = {f.name: j for j, f in enumerate(problem.fleets)}
+    caches = {(pool[p], switch[s]): tuple(nodes) for p, by in placement.caches.items() for s, nodes in by.items()}
+    workers = {(fleet[f], switch[s]): n for f, by in placement.workers.items() for s, n in by.items()}
+    return pack(problem, caches, workers)

@@ -1,0 +1,201 @@
+"""`switchyard plan`: the placement a facility gets on a topology, before touching a cluster.
+
+    switchyard plan -f facility.yaml --topology topo.yaml [-o table|json|yaml] [--compare]
+    switchyard plan -f facility.yaml --from-cluster [--kubeconfig FILE]
+
+Prints, per switch, the cache hosts, the workers per fleet, the routing, the
+predicted uplink load in and out and the utilisation; then the totals, the
+LP bound and the gap to it. Exit status: 0 planned, 1 valid but impossible
+(the reason is printed), 2 unusable input (the message names the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .api import AnalysisFacilitySpec
+from .planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
+from .topology import Topology, TopologyError, format_validation_error, load_topology, node_info, snapshot
+
+
+class InputError(ValueError):
+    """A file that cannot be used; the message names the file and the field."""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("plan", help="print the placement and predicted uplink load of a facility, offline",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--filename", required=True, help="AnalysisFacility YAML")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--topology", help="topology file (e2e/topologies/*.yaml format)")
+    source.add_argument("--from-cluster", action="store_true", help="read the nodes of the current cluster")
+    p.add_argument("--kubeconfig", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--routing", choices=("local", "hashed", "auto"), help="override spec.routing")
+    p.add_argument("--compare", action="store_true",
+                   help="also judge the default-scheduler and a random placement by the same flow model")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec = load_facility(args.filename)
+        topology = load_cluster(spec, args.kubeconfig) if args.from_cluster else load_topology_file(args.topology, spec)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if topology.unknown_switch_nodes:
+        names = ", ".join(topology.unknown_switch_nodes[:5])
+        print(f"warning: {len(topology.unknown_switch_nodes)} node(s) sit on switches spec.network.switches does not "
+              f"declare, and are left out: {names}", file=sys.stderr)
+    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
+    fleets = [FleetRequest(f.name, f) for f in spec.fleets]
+    try:
+        result = plan(topology, pools, fleets, args.routing or spec.routing)
+        compared = _baselines(topology, pools, fleets, result) if args.compare else []
+    except Unsatisfiable as exc:
+        print(f"error: {exc.reason}: {exc.message}", file=sys.stderr)
+        return 1
+    if args.output == "table":
+        sys.stdout.write(table(result, topology, [f.name for f in fleets], compared))
+    else:
+        doc = document(result, topology, compared)
+        if args.output == "json":
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            yaml.safe_dump(doc, sys.stdout, sort_keys=False)
+    return 0
+
+
+# ---------------------------------------------------------------- inputs
+
+def load_facility(path: str) -> AnalysisFacilitySpec:
+    doc = _read_yaml(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "AnalysisFacility":
+        raise InputError(f"{path}: kind: expected an AnalysisFacility object")
+    try:
+        return AnalysisFacilitySpec.model_validate(doc.get("spec") or {})
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, f"{path}: spec")) from None
+
+
+def load_topology_file(path: str, spec: AnalysisFacilitySpec) -> Topology:
+    try:
+        topo = load_topology(_read_yaml(path) or {}, path)
+    except TopologyError as exc:
+        raise InputError(str(exc)) from None
+    return snapshot(topo.node_infos(), spec.network)
+
+
+def load_cluster(spec: AnalysisFacilitySpec, kubeconfig: str | None) -> Topology:
+    """The current cluster's nodes, as the operator's node index would see them."""
+    try:
+        from kubernetes import client, config
+
+        config.load_kube_config(config_file=kubeconfig)
+        api = client.ApiClient()
+        items = client.CoreV1Api(api).list_node().items
+    except Exception as exc:  # no kubeconfig, unreachable API server, forbidden...
+        raise InputError(f"--from-cluster: cannot list nodes: {exc}") from None
+    nodes = [node_info(api.sanitize_for_serialization(n), spec.network.nic_gbps_annotation) for n in items]
+    return snapshot(nodes, spec.network)
+
+
+def _read_yaml(path: str) -> Any:
+    try:
+        return yaml.safe_load(pathlib.Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {exc}") from None
+
+
+def _baselines(topology: Topology, pools, fleets, result: Plan) -> list[Plan]:
+    return [
+        baselines.default_scheduler(topology, pools, fleets, bound=result.bound_gbps),
+        baselines.random_placement(topology, pools, fleets, seed=0, bound=result.bound_gbps),
+    ]
+
+
+# ---------------------------------------------------------------- outputs
+
+def gap_percent(result: Plan) -> float:
+    return round(100.0 * (1 - result.predicted_gbps / result.bound_gbps), 2) if result.bound_gbps else 0.0
+
+
+def switch_rows(result: Plan, topology: Topology) -> list[dict]:
+    placement = result.placement
+    rows = []
+    for sw in topology.switches:
+        load = result.uplink(sw.name)
+        rows.append({
+            "name": sw.name,
+            "uplinkGbps": sw.uplink_gbps,
+            "nodes": len(sw.hosts),
+            "caches": {p: list(by[sw.name]) for p, by in sorted(placement.caches.items()) if sw.name in by},
+            "workers": {f: by[sw.name] for f, by in sorted(placement.workers.items()) if by.get(sw.name)},
+            "ringWorkers": {f: by[sw.name] for f, by in sorted(placement.hashed.items()) if by.get(sw.name)},
+            "routing": result.routing.get(sw.name, "local"),
+            "inGbps": load.in_gbps,
+            "outGbps": load.out_gbps,
+            "utilisation": round(load.utilisation, 4),
+        })
+    return rows
+
+
+def document(result: Plan, topology: Topology, compared: list[Plan] = ()) -> dict:
+    doc = {
+        "planner": result.planner,
+        "predictedGbps": result.predicted_gbps,
+        "demandGbps": result.demand_gbps,
+        "boundGbps": result.bound_gbps,
+        "gapPercent": gap_percent(result),
+        "bottleneck": result.bottleneck,
+        "peakUtilisation": round(max((u.utilisation for u in result.uplinks), default=0.0), 4),
+        "switches": switch_rows(result, topology),
+        "hashWeights": {p: dict(w) for p, w in sorted(result.hash_weights.items())},
+        "unplaced": dict(result.unplaced),
+    }
+    if compared:
+        doc["baselines"] = [{"planner": b.planner, "predictedGbps": b.predicted_gbps,
+                             "peakUtilisation": round(max((u.utilisation for u in b.uplinks), default=0.0), 4),
+                             "bottleneck": b.bottleneck} for b in compared]
+    return doc
+
+
+def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Plan] = ()) -> str:
+    rows = switch_rows(result, topology)
+    header = ["SWITCH", "UPLINK", "CACHES"] + [f"W:{f}" for f in fleets] + ["RING", "ROUTING", "IN", "OUT", "UTIL"]
+    body = []
+    for r in rows:
+        body.append([r["name"], f"{r['uplinkGbps']:g}", str(sum(len(n) for n in r["caches"].values()))]
+                    + [str(r["workers"].get(f, 0)) for f in fleets]
+                    + [str(sum(r["ringWorkers"].values())), r["routing"], f"{r['inGbps']:.1f}", f"{r['outGbps']:.1f}",
+                       f"{100 * r['utilisation']:.1f}%"])
+    peak = max((r["utilisation"] for r in rows), default=0.0)
+    body.append(["TOTAL", f"{sum(r['uplinkGbps'] for r in rows):g}", str(sum(len(n) for r in rows for n in r["caches"].values()))]
+                + [str(sum(r["workers"].get(f, 0) for r in rows)) for f in fleets]
+                + [str(sum(sum(r["ringWorkers"].values()) for r in rows)), "", f"{sum(r['inGbps'] for r in rows):.1f}",
+                   f"{sum(r['outGbps'] for r in rows):.1f}", f"{100 * peak:.1f}% peak"])
+    widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + body]
+    lines.append("")
+    lines.append(f"predicted {result.predicted_gbps:g} Gbps of {result.demand_gbps:g} Gbps demanded; "
+                 f"bound {result.bound_gbps:g} Gbps (gap {gap_percent(result):g}%); bottleneck: {result.bottleneck}; "
+                 f"planner: {result.planner}")
+    for fleet, count in result.unplaced.items():
+        lines.append(f"unplaced: fleet {fleet}: {count} worker(s) fit on no node")
+    for b in compared:
+        ratio = result.predicted_gbps / b.predicted_gbps if b.predicted_gbps else float("inf")
+        lines.append(f"baseline {b.planner}: {b.predicted_gbps:g} Gbps (this plan: {ratio:.2f}x), "
+                     f"peak utilisation {100 * max((u.utilisation for u in b.uplinks), default=0):.1f}%, "
+                     f"bottleneck: {b.bottleneck}")
+    return "\n".join(lines) + "\n"
