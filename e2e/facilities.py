@@ -20,7 +20,7 @@ def facility(name: str = "af", workers: int = 6) -> dict:
                 "serveGbps": 45,
                 "origin": {"host": "origin.example.org"},
                 "storage": {"dataPaths": ["/mnt/nvme0", "/mnt/nvme1"]},
-                "resources": {"cpu": "2", "memory": "4Gi"},
+                "resources": {"cpu": "2", "memory": "12Gi"},
             }],
             "fleets": [{"name": "dask", "replicas": workers, "cores": 2, "memoryGiB": 4, "readGbps": 1,
                         "dask": {"schedulerAddress": "tcp://scheduler.example.org:8786"}}],

@@ -131,10 +131,11 @@ def test_unsatisfiable_facility_reports_and_creates_nothing(cluster, operator, n
         cond = ready_condition(af or {})
         return af if cond.get("status") == "False" and cond.get("reason") == "NoEligibleCacheNodes" else None
     af = wait_for(reported, what="Ready=False NoEligibleCacheNodes")
-    assert "example.org/no-such-disk" in ready_condition(af)["message"]
+    assert "pool xcache" in ready_condition(af)["message"] and "NVMe" in ready_condition(af)["message"]
     assert not managed(cluster, namespace, CHILD_KINDS + WORKLOAD_KINDS)
-    events = cluster.kube.list("Event", namespace)
-    assert any("NoEligibleCacheNodes" in e.get("message", "") for e in events)
+    # `kubectl describe` shows why, as a warning event with the reason.
+    wait_for(lambda: any(e.get("reason") == "NoEligibleCacheNodes" and e.get("type") == "Warning"
+                         for e in cluster.kube.list("Event", namespace)), timeout=30, what="a warning event")
 
 
 def test_bad_update_leaves_running_children_untouched(cluster, operator, namespace):

@@ -91,8 +91,9 @@ class Kube:
         for setting in cfg.auth_settings().values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
-        data = json.dumps(body).encode() if body is not None else None
-        resp = self.api.rest_client.request(method, url, headers=headers, body=data, _request_timeout=timeout)
+        # The REST client serialises dict bodies as JSON for JSON and YAML
+        # content types alike (JSON is YAML, so apply patches work too).
+        resp = self.api.rest_client.request(method, url, headers=headers, body=body, _request_timeout=timeout)
         raw = resp.read() if hasattr(resp, "read") else resp.data
         payload = json.loads(raw) if raw else {}
         if resp.status >= 400:
@@ -129,9 +130,11 @@ class Kube:
         if selector:
             query["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
         items: list[dict] = []
+        res = RESOURCES[kind]
         while True:
-            page = self.request("GET", RESOURCES[kind].path(namespace), query=query)
-            items.extend(page.get("items", []))
+            page = self.request("GET", res.path(namespace), query=query)
+            # Items of built-in lists carry no kind; make every item self-describing.
+            items.extend({"apiVersion": res.api_version, "kind": kind, **item} for item in page.get("items", []))
             cont = page.get("metadata", {}).get("continue")
             if not cont:
                 return items

@@ -15,6 +15,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from . import handlers  # noqa: F401  (registers the handlers)
 
+    kopf.configure(verbose=args.verbose)
     namespaces = args.namespace or []
     kopf.run(
         standalone=True,
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-n", "--namespace", action="append", help="watch only this namespace (repeatable)")
     run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus metrics port (0: off)")
     run.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port (0: off)")
+    run.add_argument("-v", "--verbose", action="store_true", help="log every handler step")
     run.set_defaults(func=_run)
 
     render = sub.add_parser("render", help="print the manifests a facility becomes on a topology, offline")

@@ -153,13 +153,13 @@ class NodeGroup(Model):
     memory_gib: int = Field(default=128, ge=1, le=65536, description="Allocatable memory in GiB.")
     pods: int = Field(default=110, ge=1, le=10000, description="Allocatable pods.")
     nvme_disks: int = Field(default=0, ge=0, le=64, description="NVMe data disks; nodes with any are labelled as NVMe nodes.")
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, description="Extra node labels.")
+    labels: dict[LabelKey, LabelValue] = Field(default={}, max_length=16, description="Extra node labels.")
 
 
 class TopologySwitch(Model):
     name: LabelValue = Field(description="Switch name (the switch label's value on its nodes).")
     uplink_gbps: float = Field(gt=0, le=100000, description="Uplink capacity to the spine in Gbps.")
-    nodes: list[NodeGroup] = Field(default_factory=list, description="Node groups cabled to this switch.")
+    nodes: list[NodeGroup] = Field(default=[], description="Node groups cabled to this switch.")
 
 
 class TopologyFile(Model):

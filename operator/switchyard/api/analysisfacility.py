@@ -60,13 +60,13 @@ class AnalysisFacilitySpec(Model):
         description="How workers pick a cache: local (their switch's caches), hashed (rendezvous hash over all caches), auto (per switch by headroom).",
     )
     cache_pools: list[InlinePool] = Field(
-        default_factory=list,
+        default=[],
         max_length=16,
         description="XCache pools; each becomes an owned XCachePool named '<facility>-<name>'.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     fleets: list[InlineFleet] = Field(
-        default_factory=list,
+        default=[],
         max_length=64,
         description="Worker fleets; each becomes an owned WorkerFleet named '<facility>-<name>'.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
@@ -93,7 +93,7 @@ class PlanSummary(Model):
     bound_gbps: float = Field(default=0, description="Upper bound on any placement's Gbps (LP relaxation).")
     bottleneck: str = Field(default="", description="What limits the plan (e.g. 'uplink sw2', 'cache serving', 'demand').")
     planner: str = Field(default="", description="Planner that produced the plan.")
-    switches: list[SwitchPlan] = Field(default_factory=list, description="Per-switch plan.")
+    switches: list[SwitchPlan] = Field(default=[], description="Per-switch plan.")
 
 
 class AnalysisFacilityStatus(CommonStatus):

@@ -132,4 +132,4 @@ class CommonStatus(Model):
     """Status fields every kind carries."""
 
     observed_generation: int = Field(default=0, description="The .metadata.generation last reconciled.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing and Degraded conditions.")
+    conditions: list[Condition] = Field(default=[], description="Ready, Progressing and Degraded conditions.")

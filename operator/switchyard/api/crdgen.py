@@ -55,47 +55,44 @@ def _to_openapi(node: Any) -> Any:
         elif key == "exclusiveMaximum":
             out["maximum"], out["exclusiveMaximum"] = value, True
         elif key == "patternProperties":
-            # Structural schemas have no patternProperties: keep the value
-            # schema and check the keys with CEL.
-            (pattern, value_schema), = value.items()
+            # Structural schemas have no patternProperties. A CEL check of
+            # every key costs more than the API server's budget allows inside
+            # lists, so keys are checked by the models (Ready=False InvalidSpec).
+            (_, value_schema), = value.items()
             out["additionalProperties"] = _to_openapi(value_schema)
-            rules.append({"rule": f"self.all(k, k.matches({_cel_string(pattern)}))",
-                          "message": f"every key must be a valid label key ({pattern})"})
         elif key == "propertyNames":
-            # Structural schemas cannot constrain map keys; CEL can.
-            pattern = value.get("pattern")
-            if pattern:
-                rules.append({"rule": f"self.all(k, k.matches({_cel_string(pattern)}))",
-                              "message": f"every key must match {pattern}"})
-            if "maxLength" in value:
-                rules.append({"rule": f"self.all(k, size(k) <= {value['maxLength']})",
-                              "message": f"every key must be at most {value['maxLength']} characters"})
+            continue  # see patternProperties
         elif key == "properties":
             out[key] = {name: _to_openapi(sub) for name, sub in value.items()}
         else:
             out[key] = _to_openapi(value)
     if out.get("type") == "object" and "properties" in out:
         out.pop("additionalProperties", None)
+        raw_props = node.get("properties", {})
         for name, sub in out["properties"].items():
-            # An object field with a default factory gets default {} so the API
-            # server fills in its nested defaults when the user omits it.
-            if sub.get("type") == "object" and "properties" in sub and "default" not in sub \
-                    and name not in out.get("required", []) and not _is_exclusive(name, rules):
-                sub["default"] = {}
-    if out.get("default") in ([], {}) and out.get("type") in ("array",):
-        out.pop("default")
+            # An object field with a default factory gets its fully defaulted
+            # value, so the API server fills it in (and its CEL rules, which
+            # run on defaults too, see every key). Optional sections (default
+            # None) stay absent.
+            if sub.get("type") == "object" and "properties" in sub and "default" not in raw_props.get(name, {}) \
+                    and name not in out.get("required", []):
+                default = _object_default(sub)
+                if default is not None:
+                    sub["default"] = default
     if rules:
         out["x-kubernetes-validations"] = rules
     return out
 
 
-def _is_exclusive(name: str, rules: list[dict]) -> bool:
-    """Optional sections guarded by a has() rule must stay absent by default."""
-    return any(f"has(self.{name})" in r["rule"] for r in rules)
-
-
-def _cel_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _object_default(schema: dict) -> dict | None:
+    """The value the API server would build from nested defaults, or None if a required field has none."""
+    out = {}
+    for name, sub in schema.get("properties", {}).items():
+        if "default" in sub:
+            out[name] = sub["default"]
+        elif name in schema.get("required", []):
+            return None
+    return out
 
 
 def model_schema(model: type[BaseModel]) -> dict:

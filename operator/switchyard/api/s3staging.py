@@ -30,7 +30,7 @@ class Embedded(Model):
 
     servers: int = Field(default=1, ge=1, le=32, description="MinIO server pods.")
     volume_size_gib: int = Field(default=100, ge=1, le=1_000_000, description="Volume size per server, in GiB.")
-    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, description="Node labels a MinIO server must carry.")
+    node_selector: dict[LabelKey, LabelValue] = Field(default={}, max_length=16, description="Node labels a MinIO server must carry.")
 
 
 class Bucket(Model):
@@ -51,7 +51,7 @@ class S3StagingBody(Model):
     external: External | None = Field(default=None, description="Use an existing S3 endpoint (exclusive with embedded).")
     embedded: Embedded | None = Field(default=None, description="Run MinIO in the cluster (exclusive with external).")
     buckets: list[Bucket] = Field(
-        default_factory=list, max_length=1000, description="Buckets to keep, with lifetimes and quotas.",
+        default=[], max_length=1000, description="Buckets to keep, with lifetimes and quotas.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     reclaim_policy: Literal["Retain", "Delete"] = Field(
@@ -78,4 +78,4 @@ class S3StagingStatus(CommonStatus):
 
     endpoint: str = Field(default="", description="The endpoint URL consumers use.")
     credentials_secret: str = Field(default="", description="Secret consumers reference for keys.")
-    buckets: list[BucketStatus] = Field(default_factory=list, description="Usage per bucket.")
+    buckets: list[BucketStatus] = Field(default=[], description="Usage per bucket.")

@@ -97,7 +97,7 @@ class WorkerFleetBody(Model):
     staging: DnsLabel | None = Field(default=None, description="Name of an S3Staging whose endpoint and credentials the workers receive.")
     ramp_up: RampUp = Field(default_factory=RampUp, description="Start-storm shaping.")
     env: list[EnvVar] = Field(
-        default_factory=list, max_length=64, description="Extra environment for every worker.",
+        default=[], max_length=64, description="Extra environment for every worker.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
@@ -121,4 +121,4 @@ class WorkerFleetStatus(CommonStatus):
     replicas: int = Field(default=0, description="Workers that exist (for the scale subresource).")
     ready_replicas: int = Field(default=0, description="Workers ready.")
     selector: str = Field(default="", description="Label selector of the fleet's pods (for the scale subresource).")
-    switches: list[SwitchCount] = Field(default_factory=list, description="Planned and ready workers per switch.")
+    switches: list[SwitchCount] = Field(default=[], description="Planned and ready workers per switch.")

@@ -78,6 +78,21 @@ def mark_applied(uid: str, desired_hash: str) -> None:
     _applied[uid] = (desired_hash, time.monotonic())
 
 
+class ObjectEvents:
+    """Logs a message and posts it as a Kubernetes event on the object, with a reason."""
+
+    def __init__(self, body: Mapping, logger):
+        self.body, self.logger = body, logger
+
+    def info(self, message: str, reason: str | None = None) -> None:
+        self.logger.info(message)
+        kopf.event(self.body, type="Normal", reason=reason or message.split(" ", 1)[0], message=message)
+
+    def warning(self, message: str, reason: str) -> None:
+        self.logger.warning(message)
+        kopf.event(self.body, type="Warning", reason=reason, message=message)
+
+
 def validate(model: type[M], spec: Mapping) -> tuple[M | None, str]:
     try:
         return model.model_validate(dict(spec)), ""
@@ -105,7 +120,11 @@ def write_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.
     after = cond.condition(status["conditions"], "Ready")
     if not before or before.get("status") != after["status"] or before.get("reason") != after["reason"]:
         text = f"Ready={after['status']} ({after['reason']})" + (f": {after['message']}" if after["message"] else "")
-        (logger.info if after["status"] == "True" else logger.warning)(text)
+        events = ObjectEvents(body, logger)
+        if after["status"] == "True":
+            events.info(text, reason="Ready")
+        else:
+            events.warning(text, reason=after["reason"])
     kube().apply_status(kind, meta["namespace"], meta["name"], status)
 
 
@@ -168,6 +187,6 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     digest = hashlib.sha256(json.dumps([desired, extra_key], sort_keys=True, default=str).encode()).hexdigest()
     if not needs_apply(uid, digest):
         return False
-    sync_children(kube(), body, desired, kinds, logger)
+    sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger))
     mark_applied(uid, digest)
     return True

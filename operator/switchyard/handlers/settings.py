@@ -18,7 +18,9 @@ def configure(settings: kopf.OperatorSettings, logger, **_):
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration")
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
-    settings.posting.level = logging.INFO
+    # Handlers post meaningful events themselves (Created, Ready, reasons);
+    # kopf's own log lines (every timer run) would flood `describe`.
+    settings.posting.level = logging.ERROR
     # Explicit timeouts so a stalled watch is noticed and restarted.
     settings.watching.server_timeout = 120
     settings.watching.client_timeout = 150
