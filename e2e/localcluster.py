@@ -114,7 +114,9 @@ def up(name: str, topology: pathlib.Path, fast: bool = False) -> pathlib.Path:
         ]
         if fast:
             args.append("--disable-qps-limits")
-        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+        result = subprocess.run(args, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"kwokctl create cluster failed:\n{result.stderr[-3000:]}")
     nodes = node_manifests(topology)
     kubectl(name, "apply", "--server-side", "--force-conflicts", "--field-manager=localcluster", "-f", "-",
             input=yaml.safe_dump_all(nodes))
@@ -149,7 +151,7 @@ def install_crds(name: str) -> None:
 
 def down(name: str) -> None:
     subprocess.run([str(tools() / "kwokctl"), "delete", "cluster", "--name", name,
-                    "--kubeconfig", str(kubeconfig_path(name))], check=False, stdout=subprocess.DEVNULL)
+                    "--kubeconfig", str(kubeconfig_path(name))], check=False, capture_output=True)
     log(f"cluster {name} removed")
 
 
