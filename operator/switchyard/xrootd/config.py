@@ -120,8 +120,7 @@ def _monitoring(exporter_port: int, report_interval_seconds: int) -> list[str]:
         "# Monitoring to the exporter sidecar on loopback: the summary stream",
         "# (connections, bytes to clients, open files) and the pfc g-stream",
         "# (one JSON record per file close: hit, miss and bypass bytes).",
-        "# sync folds in the bytes of connections still open: workers keep theirs.",
-        f"xrd.report {dest} every {report_interval_seconds}s all sync",
+        f"xrd.report {dest} every {report_interval_seconds}s all",
         f"xrootd.monitor all flush {report_interval_seconds}s ident off dest pfc {dest}",
         f"xrootd.mongstream pfc use flush {report_interval_seconds}s send json dflthdr {dest}",
     ]

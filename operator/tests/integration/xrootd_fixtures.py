@@ -243,7 +243,7 @@ def start_origin(base: Path, account: Account, port: int | None = None) -> Origi
         f"xrd.port {port}",
         f"all.adminpath {admin}",
         f"all.pidpath {admin}",
-        f"xrd.report 127.0.0.1:{meter.port} every 1s all sync",
+        f"xrd.report 127.0.0.1:{meter.port} every 1s all",
         "",
     ]))
     account.own(config)

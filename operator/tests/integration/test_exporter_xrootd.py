@@ -1,0 +1,114 @@
+"""`switchyard exporter` beside a real cache: its metrics show the bytes, and Prometheus scrapes them."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+from prom import run_prometheus
+from prometheus_client.parser import text_string_to_metric_families
+from xrootd_fixtures import (
+    cache_pool, free_port, require, start_cache, start_exporter, start_origin, wait_until, xrdcp,
+)
+
+from switchyard.exporter import exporter_args
+
+pytestmark = pytest.mark.integration
+
+MIB = 1 << 20
+LABELS = {"pool": "fast", "host": "cache-host-1", "switch": "sw1"}
+
+
+def _samples(text: str) -> dict[str, float]:
+    """name{extra labels} → value, for samples carrying this test's pool labels."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if any(sample.labels.get(k) != v for k, v in LABELS.items()):
+                continue
+            extra = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k not in LABELS)
+            out[f"{sample.name}{{{extra}}}"] = sample.value
+    return out
+
+
+@pytest.fixture
+def served(xrd_base, xrootd_account):
+    """An origin, a cache and its exporter; one file read cold then warm through the cache."""
+    origin = start_origin(xrd_base, xrootd_account)
+    data_dir = xrootd_account.make_dir(xrd_base / "data0")
+    meta = xrootd_account.make_dir(xrd_base / "meta")
+    pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta), pfc={"lowWatermark": 0.8, "highWatermark": 0.9})
+    udp_port = free_port(socket.SOCK_DGRAM)
+    args = exporter_args(pool, pool_name=LABELS["pool"], switch=LABELS["switch"], exporter_port=udp_port)
+    exporter = start_exporter([*args, "--host", LABELS["host"]], xrd_base)  # before xrootd: UDP is not replayed
+    cache = start_cache(xrd_base, xrootd_account, pool, exporter_port=udp_port)
+    try:
+        data = os.urandom(3 * MIB + 5)
+        lfn = origin.put("served.bin", data)
+        before = origin.bytes_sent_now()
+        for attempt in ("cold", "warm"):
+            result = xrdcp(cache.url_for(lfn), xrd_base / f"{attempt}.bin")
+            assert result.returncode == 0, result.stderr
+        origin_sent = origin.bytes_sent_now() - before
+        yield exporter, udp_port, len(data), origin_sent
+    finally:
+        cache.daemon.stop()
+        exporter.stop()
+        origin.daemon.stop()
+        origin.meter.close()
+
+
+def test_exporter_metrics_show_the_bytes(served):
+    exporter, udp_port, size, origin_sent = served
+
+    def both_reads_reported() -> bool:
+        samples = _samples(exporter.scrape())
+        return (samples.get("switchyard_xcache_files_closed_total{}", 0) >= 2
+                and samples.get("switchyard_xcache_client_bytes_total{}", 0) >= 2 * size)
+
+    wait_until(both_reads_reported, timeout=30, interval=0.5, what="both reads in the exporter's metrics")
+    samples = _samples(exporter.scrape())
+    # The file was fetched once: the exporter's origin bytes are the file, and the
+    # origin's own counter saw at least that much leave it.
+    assert samples["switchyard_xcache_origin_bytes_total{}"] == size
+    assert origin_sent >= size
+    served_bytes = (samples["switchyard_xcache_hit_bytes_total{}"] + samples["switchyard_xcache_miss_bytes_total{}"]
+                    + samples["switchyard_xcache_bypass_bytes_total{}"])
+    # XrdPfc counts hits and misses per block it touches, prefetched blocks included,
+    # so it may claim up to a prefetch window (4 x 256 KiB here) more per read.
+    assert 2 * size <= served_bytes <= 2 * (size + 4 * 256 * 1024)
+    # Bytes on the wire to clients: both copies, plus protocol overhead (a cold
+    # read through XRootD 5.5 resends some in-flight pages), never a third copy.
+    assert 2 * size <= samples["switchyard_xcache_client_bytes_total{}"] < 3 * size
+    assert samples["switchyard_xcache_connections_total{}"] >= 2
+    assert samples["switchyard_xcache_open_files{}"] == 0
+    assert samples["switchyard_xcache_space_used_bytes{space=data}"] > 0
+    assert samples["switchyard_xcache_space_watermark_ratio{mark=high,space=data}"] == 0.9
+    assert samples["switchyard_xcache_monitoring_malformed_packets_total{}"] == 0
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        for junk in (b"\x00\x01garbage", b"<statistics><stats id='link'>", b'{"event":"file_close"}'):
+            sender.sendto(junk, ("127.0.0.1", udp_port))
+    wait_until(lambda: _samples(exporter.scrape())["switchyard_xcache_monitoring_malformed_packets_total{}"] == 3,
+               timeout=10, interval=0.2, what="the malformed packets to be counted")
+    assert exporter.process.poll() is None
+    assert _samples(exporter.scrape())["switchyard_xcache_origin_bytes_total{}"] == size
+
+
+def test_prometheus_scrapes_the_exporter(served, xrd_base):
+    require("prometheus")
+    exporter, _, size, _ = served
+    with run_prometheus([f"127.0.0.1:{exporter.metrics_port}"], xrd_base) as prom:
+        prom.wait_for(prom.targets_up, timeout=60, what="the exporter target to be up")
+        selector = ",".join(f'{k}="{v}"' for k, v in LABELS.items())
+        prom.wait_for(lambda: prom.value(f"switchyard_xcache_origin_bytes_total{{{selector}}}") == size,
+                      timeout=60, what="origin bytes in Prometheus")
+        hit_ratio = prom.value(
+            f"sum(switchyard_xcache_hit_bytes_total{{{selector}}}) / "
+            f"sum(switchyard_xcache_client_bytes_total{{{selector}}})")
+        assert hit_ratio is not None and 0 < hit_ratio <= 1
+        # The dashboard-style query per switch evaluates (once two scrapes exist) to one series for sw1.
+        rate_per_switch = "sum by (switch) (rate(switchyard_xcache_client_bytes_total[30s]))"
+        prom.wait_for(lambda: prom.query(rate_per_switch), timeout=30, what="two scrapes for rate()")
+        assert [series["metric"]["switch"] for series in prom.query(rate_per_switch)] == [LABELS["switch"]]
