@@ -45,9 +45,23 @@ class NodeInfo:
     memory_bytes: int
     pods: int
     schedulable: bool = True
+    annotations: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def label(self, key: str) -> str | None:
         return self.labels.get(key)
+
+    def nic(self, annotation: str) -> float | None:
+        """NIC Gbps from the facility's annotation, else from the default one."""
+        parsed = _positive_float(self.annotations.get(annotation))
+        return parsed if parsed is not None else self.nic_gbps
+
+
+def _positive_float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value and value > 0 else None
 
 
 def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") -> NodeInfo:
@@ -56,19 +70,17 @@ def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") ->
     status = body.get("status", {})
     alloc = status.get("allocatable") or status.get("capacity") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
-    nic = (meta.get("annotations") or {}).get(nic_annotation)
-    try:
-        nic_gbps = float(nic) if nic is not None else None
-    except ValueError:
-        nic_gbps = None
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k != "kubectl.kubernetes.io/last-applied-configuration"}
     return NodeInfo(
         name=meta["name"],
         labels=dict(sorted((meta.get("labels") or {}).items())),
-        nic_gbps=nic_gbps if nic_gbps and nic_gbps > 0 else None,
+        nic_gbps=_positive_float(annotations.get(nic_annotation)),
         cpu_millis=int(parse_quantity(alloc.get("cpu", 0)) * 1000),
         memory_bytes=int(parse_quantity(alloc.get("memory", 0))),
         pods=int(parse_quantity(alloc.get("pods", 110))),
         schedulable=ready and not body.get("spec", {}).get("unschedulable", False),
+        annotations=annotations,
     )
 
 
@@ -131,7 +143,7 @@ def snapshot(nodes: Iterable[NodeInfo], network: Network) -> Topology:
             unknown.append(node.name)
             continue
         by_switch[switch].append(Host(
-            name=node.name, switch=switch, nic_gbps=node.nic_gbps or network.default_nic_gbps,
+            name=node.name, switch=switch, nic_gbps=node.nic(network.nic_gbps_annotation) or network.default_nic_gbps,
             cpu_millis=node.cpu_millis, memory_bytes=node.memory_bytes, pods=node.pods, labels=node.labels,
         ))
     return Topology(

@@ -48,3 +48,15 @@ def test_node_info_reads_labels_allocatable_and_readiness():
     assert (info.nic_gbps, info.cpu_millis, info.pods, info.schedulable) == (100.0, 8000, 50, True)
     body["spec"]["unschedulable"] = True
     assert node_info(body).schedulable is False
+
+
+def test_facility_chooses_the_nic_annotation():
+    body = {"metadata": {"name": "n", "labels": {"sw": "a"},
+                         "annotations": {"example.org/nic": "200", "switchyard.dev/nic-gbps": "10"}},
+            "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+    info = node_info(body)
+    custom = Network.model_validate({"switchLabel": "sw", "nicGbpsAnnotation": "example.org/nic",
+                                     "switches": [{"name": "a", "uplinkGbps": 10}]})
+    assert snapshot([info], custom).switch("a").hosts[0].nic_gbps == 200
+    default = Network.model_validate({"switchLabel": "sw", "switches": [{"name": "a", "uplinkGbps": 10}]})
+    assert snapshot([info], default).switch("a").hosts[0].nic_gbps == 10
