@@ -5,7 +5,6 @@
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
 COPY operator/ operator/
-COPY README.md README.md
 RUN python -m venv /opt/switchyard \
  && /opt/switchyard/bin/pip install --no-cache-dir ./operator
 

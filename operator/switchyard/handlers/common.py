@@ -190,3 +190,28 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger))
     mark_applied(uid, digest)
     return True
+
+
+def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_label: str, nodes, logger) -> int:
+    """Delete pods whose node now sits on another switch than the pod was planned for.
+
+    Node affinity is only checked at scheduling, so a relabelled node keeps its
+    pods; their controllers recreate them where the plan puts them.
+    """
+    from ..builders.common import SWITCH_LABEL
+
+    switch_of = {n.name: n.label(switch_label) for n in nodes}
+    namespace = body["metadata"]["namespace"]
+    evicted = 0
+    for pod in kube().list("Pod", namespace, selector):
+        node = pod.get("spec", {}).get("nodeName")
+        planned = (pod["metadata"].get("labels") or {}).get(SWITCH_LABEL)
+        if not node or pod["metadata"].get("deletionTimestamp") or node not in switch_of:
+            continue
+        if switch_of[node] != planned:
+            if kube().delete("Pod", namespace, pod["metadata"]["name"], uid=pod["metadata"]["uid"]):
+                ObjectEvents(body, logger).info(
+                    f"Deleted pod {pod['metadata']['name']}: node {node} is now on switch {switch_of[node]}, "
+                    f"planned {planned}", reason="Rescheduled")
+                evicted += 1
+    return evicted

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from .. import conditions as cond
 from ..api import WorkerFleetSpec
-from ..builders.common import load_plan
+from ..builders.common import FLEET_LABEL, load_plan
 from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selector
 from ..metrics import MANAGED_OBJECTS
-from .common import converge, register, validate, write_status
-from .indexes import workloads_of
+from .common import converge, evict_misplaced_pods, register, validate, write_status
+from .indexes import nodes_of, workloads_of
 
 KIND = "WorkerFleet"
 PLURAL = "workerfleets"
 
 
-def reconcile(body, logger, deployment_index, **_) -> None:
+def reconcile(body, logger, deployment_index, node_index, **_) -> None:
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     base = {"selector": pod_selector(name)}
@@ -30,6 +30,8 @@ def reconcile(body, logger, deployment_index, **_) -> None:
         return
     desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"))
     converge(body, desired, CHILD_KINDS, logger)
+    evict_misplaced_pods(body, {FLEET_LABEL: name}, plan.get("switchLabel", "switchyard.dev/switch"),
+                         nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
 
     planned: dict[str, int] = plan.get("workers", {})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from .. import conditions as cond
 from ..api import GROUP, VERSION, XCachePoolSpec
-from ..builders.common import load_plan
+from ..builders.common import POOL_LABEL, load_plan
 from ..builders.xcachepool import CHILD_KINDS, build_pool, endpoint
 from ..metrics import MANAGED_OBJECTS
-from .common import CONFIG, converge, register, validate, write_status
+from .common import CONFIG, converge, evict_misplaced_pods, register, validate, write_status
 from .indexes import nodes_of, workloads_of
 
 KIND = "XCachePool"
@@ -39,6 +39,8 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     hosts: dict[str, list[str]] = plan.get("hosts", {})
     desired = build_pool(name, spec, hosts, plan.get("switchLabel", "switchyard.dev/switch"), CONFIG.exporter_image)
     converge(body, desired, CHILD_KINDS, logger)
+    evict_misplaced_pods(body, {POOL_LABEL: name}, plan.get("switchLabel", "switchyard.dev/switch"),
+                         nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
 
     workloads = {w["switch"]: w for w in workloads_of(statefulset_index, uid)}
