@@ -7,10 +7,14 @@ so the cache's claims are checked against an independent witness.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from xrootd_fixtures import cache_pool, start_cache, start_origin, wait_until, xrdcp
+from xrootd_fixtures import cache_pool, require, start_cache, start_origin, wait_until, xrdcp
+
+from switchyard.xrootd import render_scitokens_config
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +149,39 @@ def test_origin_down_gives_a_clear_error_and_the_cache_recovers(xrd_base, xrootd
     wait_until(lambda: xrdcp(cache.url_for(lfn), xrd_base / "up.bin").returncode == 0,
                timeout=60, interval=1, what="a read after the origin returned")
     assert (xrd_base / "up.bin").read_bytes() == data
+
+
+def test_token_auth_config_starts_with_tls_and_refuses_a_reader_without_a_token(
+        xrd_base, xrootd_account, origin, cache_dirs, started):
+    require("openssl")
+    tls = xrootd_account.make_dir(xrd_base / "tls")
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(tls / "tls.key"), "-out", str(tls / "tls.crt")],
+        capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    shutil.copyfile(tls / "tls.crt", tls / "ca.crt")
+    pool = cache_pool(origin.daemon.port, *cache_dirs, auth={
+        "mode": "scitokens", "issuers": ["https://issuer.example.org"], "tlsSecret": "xcache-tls"})
+    (tls / "scitokens.cfg").write_text(render_scitokens_config(pool))
+    for name in ("tls.key", "tls.crt", "ca.crt", "scitokens.cfg"):
+        xrootd_account.own(tls / name)
+    cache = start_cache(xrd_base, xrootd_account, pool, tls_dir=str(tls),
+                        scitokens_config_path=str(tls / "scitokens.cfg"))
+    started(cache)
+    assert "XrdAccSciTokens: Initialized SciTokens-based authorization" in cache.daemon.log_tail(20000)
+
+    # A client that trusts the cache's certificate gets through TLS and is then
+    # refused for having no token.
+    trusted = xrd_base / "trusted-cas"
+    trusted.mkdir()
+    shutil.copyfile(tls / "ca.crt", trusted / "switchyard-test-ca.pem")
+    rehashed = subprocess.run(["openssl", "rehash", str(trusted)], capture_output=True, text=True, check=False)
+    assert rehashed.returncode == 0, rehashed.stderr
+    lfn = origin.put("secret.bin", os.urandom(1024))
+    client_env = {"X509_CERT_DIR": str(trusted), "BEARER_TOKEN": "", "BEARER_TOKEN_FILE": str(xrd_base / "none")}
+    anonymous = xrdcp(cache.url_for(lfn), xrd_base / "secret.bin", timeout=60, env=client_env)
+    assert anonymous.returncode != 0
+    assert "Auth failed" in anonymous.stderr, anonymous.stderr
+    assert not (xrd_base / "secret.bin").exists()

@@ -279,12 +279,14 @@ def cache_pool(origin_port: int, data_paths: list[str], meta_path: str, **spec) 
     return XCachePoolBody.model_validate(body)
 
 
-def start_cache(base: Path, account: Account, pool: XCachePoolBody, exporter_port: int | None = None) -> Cache:
+def start_cache(base: Path, account: Account, pool: XCachePoolBody, exporter_port: int | None = None,
+                **render_options: str) -> Cache:
+    """Render the pool's config (reporting every second) and start xrootd on it."""
     workdir = account.make_dir(base / f"cache{pool.port}")
     for path in directories_to_create(pool):
         account.make_dir(Path(path))
     exporter_port = exporter_port or free_port(socket.SOCK_DGRAM)
-    text = render_config(pool, exporter_port=exporter_port, report_interval_seconds=1)
+    text = render_config(pool, exporter_port=exporter_port, report_interval_seconds=1, **render_options)
     config = workdir / "xcache.cfg"
     config.write_text(text)
     account.own(config)
@@ -293,10 +295,12 @@ def start_cache(base: Path, account: Account, pool: XCachePoolBody, exporter_por
     return Cache(daemon, pool, text, exporter_port)
 
 
-def xrdcp(source: str, destination: Path, timeout: float = 120.0) -> subprocess.CompletedProcess:
+def xrdcp(source: str, destination: Path, timeout: float = 120.0,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Copy with the real client; returns the finished process (never raises on failure)."""
     return subprocess.run(["xrdcp", "--force", "--nopbar", source, str(destination)],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          env={**os.environ, **(env or {})})
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.5, what: str = "condition") -> None:
