@@ -44,6 +44,7 @@ class Summary:
     instance: str
     pid: int
     started: int
+    reported: int
     connections: int
     connections_total: int
     bytes_received: int
@@ -130,15 +131,16 @@ def decode_summary(packet: bytes) -> Summary:
     if None in values.values():
         raise MalformedPacket("summary link section lacks num, tot, in or out")
     try:
-        pid, started = int(root.get("pid", "0")), int(root.get("tos", "0"))
+        pid, started, reported = (int(root.get(key, "0")) for key in ("pid", "tos", "tod"))
     except ValueError:
-        raise MalformedPacket("summary pid or tos is not a number") from None
+        raise MalformedPacket("summary pid, tos or tod is not a number") from None
     return Summary(
         source=root.get("src", ""),
         program=root.get("pgm", ""),
         instance=root.get("ins", ""),
         pid=pid,
         started=started,
+        reported=reported,
         connections=values["num"],
         connections_total=values["tot"],
         bytes_received=values["in"],
