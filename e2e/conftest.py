@@ -6,7 +6,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -14,10 +13,9 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import localcluster  # noqa: E402
 
-from switchyard.apply import ApiError, Kube  # noqa: E402
+from switchyard.apply import Kube  # noqa: E402
 
-NAME = "switchyard-e2e"
-TOPOLOGY = localcluster.REPO / "e2e" / "topologies" / "mini.yaml"
+from support import CLUSTER_NAME as NAME, TOPOLOGY  # noqa: E402
 LOGS = localcluster.CACHE / "e2e-logs"
 
 
@@ -65,18 +63,3 @@ def namespace(cluster: Cluster):
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
     cluster.kube.delete("Namespace", None, name)
-
-
-def wait_for(predicate, timeout: float = 120, interval: float = 1.0, what: str = "condition"):
-    """Poll until predicate() returns a truthy value; return it."""
-    deadline = time.monotonic() + timeout
-    last_error = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except ApiError as exc:
-            last_error = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))

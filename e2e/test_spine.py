@@ -6,32 +6,13 @@ import localcluster
 import pytest
 import yaml
 
-from conftest import wait_for
+from support import ready_condition, wait_for, wait_ready
 from facilities import INVALID, facility
 
 pytestmark = pytest.mark.e2e
 
 CHILD_KINDS = ("XCachePool", "WorkerFleet")
 WORKLOAD_KINDS = ("StatefulSet", "Deployment", "Service", "ConfigMap", "PodDisruptionBudget")
-
-
-def ready_condition(obj: dict) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == "Ready"), {})
-
-
-def get(cluster, kind, ns, name):
-    return cluster.kube.get(kind, ns, name)
-
-
-def wait_ready(cluster, ns, name="af", generation=None, timeout=180):
-    def check():
-        obj = get(cluster, "AnalysisFacility", ns, name)
-        if not obj:
-            return None
-        gen = generation or obj["metadata"]["generation"]
-        cond = ready_condition(obj)
-        return obj if cond.get("status") == "True" and obj["status"].get("observedGeneration") == gen else None
-    return wait_for(check, timeout, what=f"AnalysisFacility {name} Ready")
 
 
 def managed(cluster, ns, kinds):
@@ -127,7 +108,7 @@ def test_unsatisfiable_facility_reports_and_creates_nothing(cluster, operator, n
     cluster.kube.apply(obj)
 
     def reported():
-        af = get(cluster, "AnalysisFacility", namespace, "af")
+        af = cluster.kube.get("AnalysisFacility", namespace, "af")
         cond = ready_condition(af or {})
         return af if cond.get("status") == "False" and cond.get("reason") == "NoEligibleCacheNodes" else None
     af = wait_for(reported, what="Ready=False NoEligibleCacheNodes")
@@ -152,7 +133,7 @@ def test_bad_update_leaves_running_children_untouched(cluster, operator, namespa
     cluster.kube.apply(obj)
 
     def refused():
-        cur = get(cluster, "AnalysisFacility", namespace, "af")
+        cur = cluster.kube.get("AnalysisFacility", namespace, "af")
         cond = ready_condition(cur)
         return cur if cond.get("status") == "False" and cur["status"]["observedGeneration"] == af["metadata"]["generation"] + 1 else None
     cur = wait_for(refused, what="Ready=False on the bad update")

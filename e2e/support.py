@@ -1,0 +1,42 @@
+"""Helpers the e2e tests share (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import time
+
+import localcluster
+from switchyard.apply import ApiError
+
+CLUSTER_NAME = "switchyard-e2e"
+TOPOLOGY = localcluster.REPO / "e2e" / "topologies" / "mini.yaml"
+
+
+def wait_for(predicate, timeout: float = 120, interval: float = 1.0, what: str = "condition"):
+    """Poll until predicate() returns a truthy value; return it."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except ApiError as exc:
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+
+
+def ready_condition(obj: dict) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == "Ready"), {})
+
+
+def wait_ready(cluster, ns, name="af", generation=None, timeout=180):
+    """Wait until the facility is Ready at `generation` (default: its current one)."""
+    def check():
+        obj = cluster.kube.get("AnalysisFacility", ns, name)
+        if not obj:
+            return None
+        gen = generation or obj["metadata"]["generation"]
+        cond = ready_condition(obj)
+        return obj if cond.get("status") == "True" and obj["status"].get("observedGeneration") == gen else None
+    return wait_for(check, timeout, what=f"AnalysisFacility {name} Ready")

@@ -1,0 +1,83 @@
+"""Re-planning on a real control plane: nodes relabelled or lost move pods to the new plan."""
+
+from __future__ import annotations
+
+import pytest
+
+import localcluster
+from facilities import facility
+from support import CLUSTER_NAME, TOPOLOGY, wait_for, wait_ready
+
+pytestmark = pytest.mark.e2e
+SWITCH = "switchyard.dev/switch"
+
+
+@pytest.fixture
+def restore_nodes(cluster):
+    yield
+    # Put the topology back for the tests that follow (relabels and deleted nodes).
+    localcluster.up(CLUSTER_NAME, TOPOLOGY)
+
+
+def running_by_switch(cluster, namespace, component):
+    """Running pods of a component per switch, by the nodes' current labels; plus misplaced pods."""
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"].get(SWITCH) for n in cluster.kube.list("Node")}
+    counts, misplaced = {}, []
+    for pod in cluster.kube.list("Pod", namespace, {"app.kubernetes.io/component": component}):
+        if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+            continue
+        node_switch = nodes.get(pod["spec"]["nodeName"])
+        counts[node_switch] = counts.get(node_switch, 0) + 1
+        if node_switch != pod["metadata"]["labels"][SWITCH]:
+            misplaced.append(pod["metadata"]["name"])
+    return counts, misplaced
+
+
+def realised(cluster, namespace, old_plan=None):
+    """The facility's current plan, once running pods match it switch by switch."""
+    af = cluster.kube.get("AnalysisFacility", namespace, "af")
+    plan = af["status"].get("plan") or {}
+    if old_plan is not None and plan == old_plan:
+        return None
+    caches, bad_caches = running_by_switch(cluster, namespace, "xcache")
+    workers, bad_workers = running_by_switch(cluster, namespace, "worker")
+    want_caches = {s["name"]: s["caches"] for s in plan["switches"] if s["caches"]}
+    want_workers = {s["name"]: s["workers"] for s in plan["switches"] if s["workers"]}
+    if bad_caches or bad_workers or caches != want_caches or workers != want_workers:
+        return None
+    return plan
+
+
+def test_relabelled_node_replans_and_pods_follow(cluster, operator, namespace, restore_nodes):
+    obj = facility(workers=6)
+    obj["metadata"]["namespace"] = namespace
+    cluster.kube.apply(obj)
+    wait_ready(cluster, namespace)
+    before = wait_for(lambda: realised(cluster, namespace), what="pods realising the first plan")
+
+    # rack-c's second cache node is recabled to rack-a.
+    cluster.kubectl("label", "node", "rack-c-cache-1", f"{SWITCH}=rack-a", "--overwrite")
+    after = wait_for(lambda: realised(cluster, namespace, old_plan=before), timeout=180,
+                     what="pods realising the new plan")
+    caches = {s["name"]: s["caches"] for s in after["switches"]}
+    assert caches.get("rack-c", 0) <= 1, "rack-c has one NVMe node left"
+    pods = cluster.kube.list("Pod", namespace, {"app.kubernetes.io/component": "xcache"})
+    on_moved = [p for p in pods if p["spec"].get("nodeName") == "rack-c-cache-1" and p["status"].get("phase") == "Running"]
+    assert all(p["metadata"]["labels"][SWITCH] == "rack-a" for p in on_moved)
+
+
+def test_lost_node_replans(cluster, operator, namespace, restore_nodes):
+    obj = facility(workers=6)
+    obj["metadata"]["namespace"] = namespace
+    cluster.kube.apply(obj)
+    wait_ready(cluster, namespace)
+    before = wait_for(lambda: realised(cluster, namespace), what="pods realising the first plan")
+    assert any(s["caches"] for s in before["switches"] if s["name"] == "rack-b")
+
+    cluster.kube.delete("Node", None, "rack-b-cache-0")
+    after = wait_for(lambda: realised(cluster, namespace, old_plan=before), timeout=240,
+                     what="pods realising the plan without rack-b-cache-0")
+    pods = cluster.kube.list("Pod", namespace)
+    assert not [p for p in pods if p["spec"].get("nodeName") == "rack-b-cache-0" and not p["metadata"].get("deletionTimestamp")]
+    wait_ready(cluster, namespace)  # the remaining nodes carry the whole plan again
+    assert sum(s["caches"] for s in after["switches"]) <= sum(s["caches"] for s in before["switches"])
