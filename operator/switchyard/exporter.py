@@ -147,13 +147,18 @@ class XCacheCollector(Collector):
                                   labels=[*LABELS, "space"])
         used = GaugeMetricFamily(PREFIX + "space_used_bytes", "Bytes used in a cache space (size minus free), what pfc.diskusage compares with the water marks.",
                                  labels=[*LABELS, "space"])
+        ratio = GaugeMetricFamily(PREFIX + "space_usage_ratio", "Used fraction of a cache space; compare with "
+                                  + PREFIX + "space_watermark_ratio.", labels=[*LABELS, "space"])
         for space, paths in (("data", settings.data_paths), ("meta", settings.meta_paths)):
             if paths:
                 usage = space_usage(paths)
                 total.add_metric([*labels, space], usage.total)
                 used.add_metric([*labels, space], usage.used)
+                if usage.total:
+                    ratio.add_metric([*labels, space], usage.used / usage.total)
         yield total
         yield used
+        yield ratio
         disk_total = GaugeMetricFamily(PREFIX + "disk_total_bytes", "Size of each data disk.", labels=[*LABELS, "path"])
         disk_used = GaugeMetricFamily(PREFIX + "disk_used_bytes", "Bytes used on each data disk.", labels=[*LABELS, "path"])
         for path in settings.data_paths:

@@ -7,6 +7,7 @@ The golden/*.bin and *.xml packets were captured from a real cache reading a
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -144,6 +145,9 @@ def test_collector_counts_malformed_and_keeps_going(tmp_path):
     assert metrics["switchyard_xcache_client_bytes_total"] == decode(SUMMARY).bytes_sent
     assert metrics["switchyard_xcache_space_watermark_ratio[mark=high][space=data]"] == 0.75
     assert metrics[f"switchyard_xcache_disk_total_bytes[path={tmp_path}]"] > 0
+    st = os.statvfs(tmp_path)
+    used_fraction = (st.f_blocks - st.f_bfree) / st.f_blocks
+    assert abs(metrics["switchyard_xcache_space_usage_ratio[space=data]"] - used_fraction) < 0.01
 
 
 def test_deeply_nested_json_is_malformed_not_a_crash():
