@@ -109,6 +109,16 @@ class Kube:
         return self.request("PATCH", res.path(meta.get("namespace"), meta["name"]), obj, query,
                             content_type="application/apply-patch+yaml")
 
+    def annotate(self, kind: str, namespace: str | None, name: str, annotations: Mapping[str, str]) -> dict:
+        """Set annotations on an object someone else owns (a merge patch touches nothing else).
+
+        Server-side apply would validate the partial object against the CRD's
+        required fields, so it cannot carry metadata alone.
+        """
+        body = {"metadata": {"annotations": dict(annotations)}}
+        return self.request("PATCH", RESOURCES[kind].path(namespace, name), body,
+                            content_type="application/merge-patch+json")
+
     def apply_status(self, kind: str, namespace: str, name: str, status: Mapping) -> dict:
         res = RESOURCES[kind]
         body = {"apiVersion": res.api_version, "kind": kind, "metadata": {"name": name, "namespace": namespace},

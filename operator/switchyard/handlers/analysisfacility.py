@@ -124,9 +124,7 @@ def reconcile(body, logger, node_index, **_) -> None:
     attached = [(fleet, fleet_plan(name, spec, plan, fleet["metadata"]["name"], fleet_spec.pool)) for fleet, fleet_spec in standalone_specs]
     if converge(body, desired, CHILD_KINDS, logger, extra_key=[(f["metadata"]["name"], d) for f, d in attached]):
         for fleet, data in attached:
-            kube().apply({"apiVersion": fleet["apiVersion"], "kind": "WorkerFleet",
-                          "metadata": {"name": fleet["metadata"]["name"], "namespace": namespace,
-                                       "annotations": {PLAN_ANNOTATION: dump_plan(data)}}})
+            kube().annotate("WorkerFleet", namespace, fleet["metadata"]["name"], {PLAN_ANNOTATION: dump_plan(data)})
         children = _owned_children(namespace, uid)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(children))
     _export(namespace, name, spec, plan)
