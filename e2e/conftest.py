@@ -16,7 +16,7 @@ import localcluster  # noqa: E402
 from switchyard.apply import Kube  # noqa: E402
 
 from support import CLUSTER_NAME as NAME, TOPOLOGY  # noqa: E402
-LOGS = localcluster.CACHE / "e2e-logs"
+LOGS = localcluster.CACHE / "e2e-logs" / NAME
 
 
 class Cluster:

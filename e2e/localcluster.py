@@ -17,6 +17,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import zlib
 
 import yaml
 
@@ -24,6 +25,11 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 CACHE = pathlib.Path(os.environ.get("SWITCHYARD_CACHE", pathlib.Path.home() / ".cache" / "switchyard"))
 # kwokctl's binary runtime binds fixed ports; each named cluster gets its own block.
 PORT_BLOCKS = {"switchyard-demo": 32100, "switchyard-e2e": 32200, "switchyard-bench": 32300}
+
+
+def port_base(name: str) -> int:
+    """A block of 10 ports per cluster name, so clusters can run side by side."""
+    return PORT_BLOCKS.get(name) or 33000 + zlib.crc32(name.encode()) % 200 * 10
 
 
 def log(message: str) -> None:
@@ -90,7 +96,7 @@ def up(name: str, topology: pathlib.Path, fast: bool = False) -> pathlib.Path:
     bin_dir = tools()
     config = kubeconfig_path(name)
     config.parent.mkdir(parents=True, exist_ok=True)
-    base = PORT_BLOCKS.get(name, 32400)
+    base = port_base(name)
     if exists(name) and config.exists() and _healthy(name):
         log(f"reusing running cluster {name}")
     else:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import localcluster
 from switchyard.apply import ApiError
 
-CLUSTER_NAME = "switchyard-e2e"
+# SWITCHYARD_E2E_CLUSTER lets several suites run side by side on separate clusters.
+CLUSTER_NAME = os.environ.get("SWITCHYARD_E2E_CLUSTER", "switchyard-e2e")
 TOPOLOGY = localcluster.REPO / "e2e" / "topologies" / "mini.yaml"
 
 
