@@ -153,6 +153,13 @@ def _wait_nodes_ready(name: str, names: set[str], timeout: float = 120) -> None:
 def install_crds(name: str) -> None:
     kubectl(name, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     kubectl(name, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "crds"))
+    # The OpenAPI document (what `kubectl explain` and strict validation read)
+    # is published a few seconds after the CRDs are Established.
+    deadline = time.monotonic() + 60
+    while kubectl(name, "explain", "analysisfacility.spec.network", check=False) == "":
+        if time.monotonic() > deadline:
+            raise TimeoutError("the API server did not publish the switchyard schemas within 60s")
+        time.sleep(1)
 
 
 def down(name: str) -> None:
