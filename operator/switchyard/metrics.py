@@ -1,13 +1,27 @@
-"""Every metric switchyard exports, declared once (prefix `switchyard_`)."""
+"""Every metric switchyard exports, declared once (prefix `switchyard_`).
+
+The operator's metrics are declared here at module level; the cache exporter's
+(`switchyard_xcache_*`) are built at scrape time in `switchyard.exporter`.
+`catalog()` lists both, and is what the generated reference (docs/metrics.md)
+and the dashboard checks read, so a metric is documented and known to the
+dashboards exactly when it is declared.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-RECONCILES = Counter("switchyard_reconciles_total", "Reconciles run, by kind and result.", ["kind", "result"])
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+# --------------------------------------------------------------- reconciles
+RECONCILES = Counter("switchyard_reconciles_total", "Reconciles run, by kind and result (ok, retry, error).", ["kind", "result"])
 RECONCILE_SECONDS = Histogram("switchyard_reconcile_duration_seconds", "Time one reconcile took, by kind.", ["kind"],
                               buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 MANAGED_OBJECTS = Gauge("switchyard_managed_objects", "Child objects a switchyard object owns.", ["kind", "namespace", "name"])
+
+# --------------------------------------------------------------- the plan
 PLAN_PREDICTED_GBPS = Gauge("switchyard_plan_predicted_gbps", "Deliverable aggregate Gbps the plan predicts.", ["namespace", "facility"])
 PLAN_BOUND_GBPS = Gauge("switchyard_plan_bound_gbps", "Upper bound on deliverable Gbps for any placement.", ["namespace", "facility"])
 PLAN_TARGET_GBPS = Gauge("switchyard_facility_target_gbps", "The facility's throughput target.", ["namespace", "facility"])
@@ -15,5 +29,131 @@ PLAN_UPLINK_GBPS = Gauge("switchyard_plan_uplink_gbps", "Predicted uplink load, 
                          ["namespace", "facility", "switch", "direction"])
 PLAN_UPLINK_UTILISATION = Gauge("switchyard_plan_uplink_utilisation", "Predicted peak uplink utilisation (0..1).",
                                 ["namespace", "facility", "switch"])
+PLAN_UPLINK_CAPACITY_GBPS = Gauge("switchyard_plan_uplink_capacity_gbps", "Uplink capacity of a switch (each direction), from the facility's network.",
+                                  ["namespace", "facility", "switch"])
 PLAN_CACHES = Gauge("switchyard_plan_caches", "Planned cache hosts per switch.", ["namespace", "facility", "switch"])
 PLAN_WORKERS = Gauge("switchyard_plan_workers", "Planned workers per switch.", ["namespace", "facility", "switch"])
+PLAN_POOL_CACHES = Gauge("switchyard_plan_pool_caches", "Planned cache hosts per XCachePool and switch; "
+                         "its `pool` label is the one the cache exporter uses.", ["namespace", "facility", "pool", "switch"])
+PLAN_FLEET_WORKERS = Gauge("switchyard_plan_fleet_workers", "Planned workers per WorkerFleet and switch.",
+                           ["namespace", "facility", "fleet", "switch"])
+FLEET_READY_WORKERS = Gauge("switchyard_fleet_ready_workers", "Workers Ready per WorkerFleet and switch (from the fleet's status).",
+                            ["namespace", "facility", "fleet", "switch"])
+
+_PER_FACILITY = (PLAN_PREDICTED_GBPS, PLAN_BOUND_GBPS, PLAN_TARGET_GBPS, PLAN_UPLINK_GBPS, PLAN_UPLINK_UTILISATION,
+                 PLAN_UPLINK_CAPACITY_GBPS, PLAN_CACHES, PLAN_WORKERS, PLAN_POOL_CACHES, PLAN_FLEET_WORKERS,
+                 FLEET_READY_WORKERS)
+# (namespace, facility) -> gauge -> label values set by the last export
+_exported: dict[tuple[str, str], dict[Gauge, set[tuple[str, ...]]]] = {}
+
+
+def export_plan(namespace: str, facility: str, target_gbps: float, plan, *,
+                pool_names: Mapping[str, str] | None = None, fleet_names: Mapping[str, str] | None = None,
+                fleets: Iterable[Mapping] = ()) -> None:
+    """Set every plan gauge of one facility from its Plan; series no longer planned are removed.
+
+    `pool_names` / `fleet_names` map the plan's pool and fleet keys to the
+    XCachePool / WorkerFleet object names (the names the exporter and kubectl
+    show); `fleets` are WorkerFleet objects whose `status.switches` report
+    ready workers.
+    """
+    pool_names, fleet_names = pool_names or {}, fleet_names or {}
+    values: dict[Gauge, dict[tuple[str, ...], float]] = {g: {} for g in _PER_FACILITY}
+    values[PLAN_PREDICTED_GBPS][()] = plan.predicted_gbps
+    values[PLAN_BOUND_GBPS][()] = plan.bound_gbps
+    values[PLAN_TARGET_GBPS][()] = target_gbps
+    for u in plan.uplinks:
+        values[PLAN_UPLINK_GBPS][(u.switch, "in")] = u.in_gbps
+        values[PLAN_UPLINK_GBPS][(u.switch, "out")] = u.out_gbps
+        values[PLAN_UPLINK_UTILISATION][(u.switch,)] = u.utilisation
+        values[PLAN_UPLINK_CAPACITY_GBPS][(u.switch,)] = u.capacity_gbps
+        values[PLAN_CACHES][(u.switch,)] = plan.placement.cache_count(u.switch)
+        values[PLAN_WORKERS][(u.switch,)] = plan.placement.worker_count(u.switch)
+    for pool, by_switch in plan.placement.caches.items():
+        for switch, hosts in by_switch.items():
+            values[PLAN_POOL_CACHES][(pool_names.get(pool, pool), switch)] = len(hosts)
+    for fleet, by_switch in plan.placement.workers.items():
+        for switch, count in by_switch.items():
+            values[PLAN_FLEET_WORKERS][(fleet_names.get(fleet, fleet), switch)] = count
+    for fleet in fleets:
+        for entry in (fleet.get("status") or {}).get("switches") or []:
+            values[FLEET_READY_WORKERS][(fleet["metadata"]["name"], entry["switch"])] = entry.get("ready", 0)
+
+    previous = _exported.get((namespace, facility), {})
+    for gauge, samples in values.items():
+        for labels, value in samples.items():
+            gauge.labels(namespace, facility, *labels).set(value)
+        for stale in previous.get(gauge, set()) - samples.keys():
+            gauge.remove(namespace, facility, *stale)
+    _exported[(namespace, facility)] = {g: set(s) for g, s in values.items()}
+
+
+def forget_facility(namespace: str, facility: str) -> None:
+    """Remove every plan series of a facility (when it is deleted)."""
+    for gauge, label_sets in _exported.pop((namespace, facility), {}).items():
+        for labels in label_sets:
+            gauge.remove(namespace, facility, *labels)
+
+
+# --------------------------------------------------------------- the catalogue
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric family as Prometheus sees it."""
+
+    name: str               # family name, e.g. switchyard_reconciles (counters are exposed as NAME_total)
+    type: str               # counter | gauge | histogram | summary | info
+    help: str
+    labels: tuple[str, ...]
+    source: str             # "operator" or "exporter"
+
+    @property
+    def series_names(self) -> tuple[str, ...]:
+        """The names samples carry in the exposition (what a PromQL query uses)."""
+        if self.type == "counter":
+            return (self.name + "_total",)
+        if self.type == "histogram":
+            return tuple(self.name + s for s in ("_bucket", "_sum", "_count"))
+        if self.type == "summary":
+            return (self.name, self.name + "_sum", self.name + "_count")
+        return (self.name,)
+
+
+def operator_metrics() -> list[MetricInfo]:
+    """The metrics declared in this module."""
+    out = []
+    for value in globals().values():
+        if isinstance(value, MetricWrapperBase):
+            name = value._name  # noqa: SLF001 - prometheus_client keeps the family name here
+            out.append(MetricInfo(name, value._type, value._documentation, tuple(value._labelnames), "operator"))  # noqa: SLF001
+    return sorted(out, key=lambda m: m.name)
+
+
+def exporter_metrics() -> list[MetricInfo]:
+    """The metric families `switchyard exporter` serves, read from its collector.
+
+    The collector is fed one synthetic summary so that the families it only
+    serves after xrootd has reported are listed too.
+    """
+    from .exporter import LABELS, ExporterSettings, XCacheCollector
+    from .xrootd.monitoring import Summary
+
+    collector = XCacheCollector(ExporterSettings(pool="p", host="h", switch="s", data_paths=("/",), meta_paths=("/",),
+                                                 low_watermark=0.9, high_watermark=0.95))
+    collector.totals.add(Summary(source="", program="xrootd", instance="", pid=0, started=0, reported=0,
+                                 connections=0, connections_total=0, bytes_received=0, bytes_sent=0, open_files=0))
+    collector.last_summary_at = 0.0
+    out = []
+    for family in collector.collect():
+        labels = sorted({k for sample in family.samples for k in sample.labels} - set(LABELS), key=str)
+        out.append(MetricInfo(family.name, family.type, family.documentation, (*LABELS, *labels), "exporter"))
+    return sorted(out, key=lambda m: m.name)
+
+
+def catalog() -> list[MetricInfo]:
+    """Every metric switchyard exports: the operator's and the cache exporter's."""
+    return operator_metrics() + exporter_metrics()
+
+
+def series_names() -> set[str]:
+    """Every sample name a PromQL query may use against switchyard's metrics."""
+    return {name for metric in catalog() for name in metric.series_names}

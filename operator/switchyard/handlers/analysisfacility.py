@@ -9,8 +9,7 @@ from ..api import GROUP, VERSION, AnalysisFacilitySpec
 from ..api.workerfleet import WorkerFleetSpec
 from ..builders.common import PLAN_ANNOTATION, dump_plan, load_plan
 from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name
-from ..metrics import (MANAGED_OBJECTS, PLAN_BOUND_GBPS, PLAN_CACHES, PLAN_PREDICTED_GBPS, PLAN_TARGET_GBPS,
-                       PLAN_UPLINK_GBPS, PLAN_UPLINK_UTILISATION, PLAN_WORKERS)
+from ..metrics import MANAGED_OBJECTS, export_plan
 from ..planner import FleetRequest, Placement, PoolRequest
 from ..topology import snapshot
 from .common import converge, kube, register, validate, write_status
@@ -65,16 +64,11 @@ def _summary(plan: planner.Plan) -> dict:
     }
 
 
-def _export(namespace: str, name: str, spec: AnalysisFacilitySpec, plan: planner.Plan) -> None:
-    PLAN_PREDICTED_GBPS.labels(namespace, name).set(plan.predicted_gbps)
-    PLAN_BOUND_GBPS.labels(namespace, name).set(plan.bound_gbps)
-    PLAN_TARGET_GBPS.labels(namespace, name).set(spec.target_gbps)
-    for u in plan.uplinks:
-        PLAN_UPLINK_GBPS.labels(namespace, name, u.switch, "in").set(u.in_gbps)
-        PLAN_UPLINK_GBPS.labels(namespace, name, u.switch, "out").set(u.out_gbps)
-        PLAN_UPLINK_UTILISATION.labels(namespace, name, u.switch).set(u.utilisation)
-        PLAN_CACHES.labels(namespace, name, u.switch).set(plan.placement.cache_count(u.switch))
-        PLAN_WORKERS.labels(namespace, name, u.switch).set(plan.placement.worker_count(u.switch))
+def _export(namespace: str, name: str, spec: AnalysisFacilitySpec, plan: planner.Plan, fleets: list[dict]) -> None:
+    export_plan(namespace, name, spec.target_gbps, plan,
+                pool_names={p.name: pool_object_name(name, p.name) for p in spec.cache_pools},
+                fleet_names={f.name: fleet_object_name(name, f.name) for f in spec.fleets},
+                fleets=[c for c in fleets if c["kind"] == "WorkerFleet"])
 
 
 def _children_state(children: list[dict]) -> dict[str, cond.State]:
@@ -127,7 +121,7 @@ def reconcile(body, logger, node_index, **_) -> None:
             kube().annotate("WorkerFleet", namespace, fleet["metadata"]["name"], {PLAN_ANNOTATION: dump_plan(data)})
         children = _owned_children(namespace, uid)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(children))
-    _export(namespace, name, spec, plan)
+    _export(namespace, name, spec, plan, children + standalone)
 
     status = {
         "switches": sum(1 for s in topology.switches if s.hosts),
