@@ -8,13 +8,17 @@ the NVMe disks (see README: why host paths, and the Pod Security level).
 from __future__ import annotations
 
 from ..api.xcachepool import XCachePoolSpec
-from ..xrootd import config_checksum, render_config
+from ..exporter import DEFAULT_METRICS_PORT as METRICS_PORT
+from ..exporter import exporter_args
+from ..xrootd import config_checksum, directories_to_create, render_config, render_scitokens_config
+from ..xrootd.config import DEFAULT_EXPORTER_PORT as EXPORTER_PORT
+from ..xrootd.config import SCITOKENS_CONFIG_PATH, TLS_DIR
 from .common import POOL_LABEL, SWITCH_LABEL, child_name, labels, one_per_node, switch_affinity
 
 CONFIG_KEY = "xcache.cfg"
+SCITOKENS_KEY = "scitokens.cfg"
 CONFIG_DIR = "/etc/switchyard"
-EXPORTER_PORT = 9931
-METRICS_PORT = 9932
+XROOTD_USER = "xrootd"  # the user OSG's XCache images run xrootd as
 CHECKSUM_ANNOTATION = "switchyard.dev/config-checksum"
 
 
@@ -33,12 +37,15 @@ def endpoint(pool: str, namespace: str, port: int, switch: str | None = None) ->
 
 def build_config_map(pool: str, spec: XCachePoolSpec) -> tuple[dict, str]:
     text = render_config(spec, exporter_port=EXPORTER_PORT)
+    data = {CONFIG_KEY: text}
+    if spec.auth.mode == "scitokens":
+        data[SCITOKENS_KEY] = render_scitokens_config(spec)
     cm = {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": config_map_name(pool), "labels": labels("xcache", pool, **{POOL_LABEL: pool})},
-        "data": {CONFIG_KEY: text},
+        "data": data,
     }
-    return cm, config_checksum(text)
+    return cm, config_checksum("".join(data[k] for k in sorted(data)))
 
 
 def _volumes(spec: XCachePoolSpec, pool: str) -> tuple[list[dict], list[dict]]:
@@ -48,7 +55,23 @@ def _volumes(spec: XCachePoolSpec, pool: str) -> tuple[list[dict], list[dict]]:
     for name, path in paths:
         volumes.append({"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
         mounts.append({"name": name, "mountPath": path})
+    if spec.auth.mode == "scitokens":
+        volumes.append({"name": "tls", "secret": {"secretName": spec.auth.tls_secret, "defaultMode": 0o400}})
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+        mounts.append({"name": "config", "mountPath": SCITOKENS_CONFIG_PATH, "subPath": SCITOKENS_KEY, "readOnly": True})
     return volumes, mounts
+
+
+def _prepare_container(spec: XCachePoolSpec, mounts: list[dict]) -> dict:
+    """Create the directories xrootd needs, owned by its user (argument list, no shell)."""
+    paths = [*directories_to_create(spec), *spec.storage.data_paths]
+    return {
+        "name": "prepare",
+        "image": spec.image,
+        "command": ["install", "-d", "-o", XROOTD_USER, "-g", XROOTD_USER, *paths],
+        "volumeMounts": [m for m in mounts if m["name"] != "config"],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+    }
 
 
 def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple[str, ...], switch_label: str,
@@ -57,7 +80,10 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
     selector = {POOL_LABEL: pool, SWITCH_LABEL: switch}
     pod_labels = labels("xcache", pool, **selector)
     volumes, mounts = _volumes(spec, pool)
-    probe = {"tcpSocket": {"port": spec.port}}
+    # Ready only when the cache answers an XRootD request; alive while it accepts connections.
+    readiness = {"exec": {"command": ["xrdfs", f"localhost:{spec.port}", "query", "config", "version"]},
+                 "timeoutSeconds": 5}
+    liveness = {"tcpSocket": {"port": spec.port}}
     xrootd = {
         "name": "xrootd",
         "image": spec.image,
@@ -68,15 +94,16 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
                 {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "resources": {"requests": {"cpu": spec.resources.cpu, "memory": spec.resources.memory},
                       "limits": {"memory": spec.resources.memory}},
-        "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
-        "livenessProbe": {**probe, "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 6},
+        "readinessProbe": {**readiness, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**liveness, "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 6},
         "volumeMounts": mounts,
     }
     exporter = {
         "name": "exporter",
         "image": exporter_image,
-        "args": ["exporter", "--listen-udp", f"127.0.0.1:{EXPORTER_PORT}", "--metrics-port", str(METRICS_PORT),
-                 "--pool", pool, "--switch", switch],
+        "args": ["exporter", *exporter_args(spec, pool_name=pool, switch=switch)],
+        # Disk usage against the water marks is read from the disks themselves.
+        "volumeMounts": [{**m, "readOnly": True} for m in mounts if m["name"] == "meta" or m["name"].startswith("data")],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
@@ -101,6 +128,7 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
                     "enableServiceLinks": False,
                     "affinity": {**switch_affinity(switch_label, switch, hosts), **one_per_node({POOL_LABEL: pool})},
                     "terminationGracePeriodSeconds": 60,
+                    "initContainers": [_prepare_container(spec, mounts)],
                     "containers": [xrootd, exporter],
                     "volumes": volumes,
                 },

@@ -170,7 +170,8 @@ def test_token_auth_config_starts_with_tls_and_refuses_a_reader_without_a_token(
     cache = start_cache(xrd_base, xrootd_account, pool, tls_dir=str(tls),
                         scitokens_config_path=str(tls / "scitokens.cfg"))
     started(cache)
-    assert "XrdAccSciTokens: Initialized SciTokens-based authorization" in cache.daemon.log_tail(20000)
+    assert cache.daemon.wait_for_log("XrdAccSciTokens: Initialized SciTokens-based authorization"), \
+        cache.daemon.log_tail(4000)
 
     # A client that trusts the cache's certificate gets through TLS and is then
     # refused for having no token.

@@ -160,6 +160,15 @@ class XrootdDaemon:
             self.process.kill()
             self.process.wait(timeout=10)
 
+    def wait_for_log(self, text: str, timeout: float = 60) -> bool:
+        """True once `text` appears in the log (plugins log after the port opens)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log_tail(200000):
+                return True
+            time.sleep(0.2)
+        return False
+
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-chars:]

@@ -83,3 +83,25 @@ def test_worker_command_is_an_argument_list():
     assert worker_command("f", "ns", spec) == [
         "vine_worker", "--cores", "8", "--memory", "2048", "--disk", "10240", "--transfer-port", "9124",
         "mgr.example.org", "9200"]
+
+
+def test_cache_pod_prepares_its_directories_and_mounts_token_auth():
+    spec = XCachePoolSpec.model_validate({
+        "facilityRef": {"name": "af"}, "origin": {"host": "origin.example.org"},
+        "storage": {"dataPaths": ["/mnt/a", "/mnt/b"], "metaPath": "/mnt/meta"},
+        "auth": {"mode": "scitokens", "issuers": ["https://issuer.example.org"], "tlsSecret": "xcache-tls"}})
+    objs = build_pool("p", spec, {"sw1": ["n1"]}, "switchyard.dev/switch", "img:1")
+    config, sts = objs[0], objs[1]
+    assert set(config["data"]) == {"xcache.cfg", "scitokens.cfg"}
+    pod = sts["spec"]["template"]["spec"]
+    prepare = pod["initContainers"][0]
+    assert prepare["command"][:6] == ["install", "-d", "-o", "xrootd", "-g", "xrootd"]
+    assert prepare["command"][6:] == ["/mnt/meta/namespace", "/mnt/a", "/mnt/b"]
+    xrootd, exporter = pod["containers"]
+    mounts = {m["mountPath"]: m for m in xrootd["volumeMounts"]}
+    assert mounts["/etc/grid-security/xrd"]["name"] == "tls"
+    assert mounts["/etc/xrootd/switchyard/scitokens.cfg"]["subPath"] == "scitokens.cfg"
+    assert {"secret": {"secretName": "xcache-tls", "defaultMode": 0o400}, "name": "tls"} in pod["volumes"]
+    assert exporter["args"][0] == "exporter" and "--data-path" in exporter["args"]
+    assert all(m["readOnly"] for m in exporter["volumeMounts"])
+    assert xrootd["readinessProbe"]["exec"]["command"][:2] == ["xrdfs", "localhost:1094"]
