@@ -157,3 +157,17 @@ def catalog() -> list[MetricInfo]:
 def series_names() -> set[str]:
     """Every sample name a PromQL query may use against switchyard's metrics."""
     return {name for metric in catalog() for name in metric.series_names}
+
+
+# --------------------------------------------------------------- S3 staging (handlers/s3staging.py)
+S3_BUCKET_BYTES = Gauge("switchyard_s3_bucket_bytes", "Bytes in a staging bucket at its last measurement.",
+                        ["namespace", "staging", "bucket"])
+S3_BUCKET_OBJECTS = Gauge("switchyard_s3_bucket_objects", "Objects in a staging bucket at its last measurement.",
+                          ["namespace", "staging", "bucket"])
+S3_BUCKET_QUOTA_BYTES = Gauge("switchyard_s3_bucket_quota_bytes", "A staging bucket's byte quota (0: none).",
+                              ["namespace", "staging", "bucket"])
+S3_EXPIRED_OBJECTS = Counter("switchyard_s3_expired_objects_removed_total",
+                             "Expired objects the operator's sweep removed from a staging bucket.",
+                             ["namespace", "staging", "bucket"])
+S3_ERRORS = Counter("switchyard_s3_errors_total", "Failed S3 calls, by kind (unreachable, timeout, auth, not_found, ...) and S3 operation.",
+                    ["namespace", "staging", "kind", "operation"])

@@ -1,24 +1,287 @@
-"""S3Staging: validate the staging area; bucket management lands with the S3 issue."""
+"""S3Staging: buckets with lifetimes and quotas on an S3 endpoint, consumer credentials, reclaim.
+
+The keys are read from Secrets here and handed only to the S3 client and to
+the consumer Secret; no status field, event or log line carries them.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime
+import hashlib
+import os
+import secrets
+import time
+from dataclasses import dataclass
+
+import kopf
+
 from .. import conditions as cond
-from ..api import S3StagingSpec
-from .common import register, validate, write_status
+from ..api import GROUP, VERSION, S3StagingSpec
+from ..builders.s3staging import (ACCESS_KEY, CHILD_KINDS, SECRET_KEY, build_staging, consumer_secret_name,
+                                  endpoint_url, region, root_secret_name, staging_env)
+from ..metrics import (MANAGED_OBJECTS, S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_BUCKET_QUOTA_BYTES, S3_ERRORS,
+                       S3_EXPIRED_OBJECTS)
+from ..s3 import S3, Credentials, Endpoint, S3Error
+from ..s3.staging import Observation, Tracker, assess, human_bytes, reclaim
+from .common import CONFIG, ObjectEvents, converge, kube, register, validate, write_status
+from .indexes import workloads_of
 
 KIND = "S3Staging"
 PLURAL = "s3stagings"
 
+# Deletion with reclaimPolicy Delete: retry with backoff; after PATIENCE failed
+# attempts, say so loudly (condition + warning event) with how to release.
+DELETE_RETRY_SECONDS = float(os.environ.get("SWITCHYARD_S3_DELETE_RETRY_SECONDS", "5"))
+DELETE_RETRY_MAX_SECONDS = float(os.environ.get("SWITCHYARD_S3_DELETE_RETRY_MAX_SECONDS", "300"))
+DELETE_PATIENCE = int(os.environ.get("SWITCHYARD_S3_DELETE_PATIENCE", "6"))
 
-def reconcile(body, logger, **_) -> None:
+
+class Blocked(Exception):
+    """Something outside S3 that must change first (a missing Secret, say)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+@dataclass(frozen=True)
+class Access:
+    """How the operator and the consumers reach one staging area."""
+
+    endpoint: Endpoint
+    operator: Credentials
+    consumer: Credentials
+    root: Credentials | None = None  # embedded MinIO only
+
+
+_trackers: dict[str, Tracker] = {}
+_clients: dict[str, tuple[str, S3]] = {}       # uid -> (fingerprint of endpoint and keys, client)
+_over_quota: dict[str, frozenset[str]] = {}    # uid -> buckets last reported over quota
+_series: dict[str, set[tuple[str, str, str]]] = {}  # uid -> bucket gauge label sets
+
+
+# ------------------------------------------------------------------ credentials
+def _decode(secret_name: str, data: dict, key: str) -> str:
+    try:
+        return base64.b64decode(data[key], validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise Blocked("CredentialsInvalid", f"Secret {secret_name}: {key!r} is not base64-encoded text") from None
+
+
+def read_keys(namespace: str, secret_name: str) -> Credentials:
+    """'accessKey' and 'secretKey' of a Secret (through the apply module); never logged."""
+    secret = kube().get("Secret", namespace, secret_name)
+    if secret is None:
+        raise Blocked("CredentialsMissing", f"Secret {secret_name} not found; it must hold {ACCESS_KEY!r} and {SECRET_KEY!r}")
+    data = secret.get("data") or {}
+    missing = [k for k in (ACCESS_KEY, SECRET_KEY) if not data.get(k)]
+    if missing:
+        raise Blocked("CredentialsMissing", f"Secret {secret_name} has no {' or '.join(repr(k) for k in missing)}")
+    return Credentials(_decode(secret_name, data, ACCESS_KEY), _decode(secret_name, data, SECRET_KEY))
+
+
+def _root_keys(namespace: str, staging: str) -> Credentials:
+    """The embedded MinIO's root keys: the ones it has, or new random ones the first time."""
+    try:
+        return read_keys(namespace, root_secret_name(staging))
+    except Blocked:
+        return Credentials("sy" + secrets.token_hex(10), secrets.token_urlsafe(30))
+
+
+def resolve(namespace: str, name: str, spec: S3StagingSpec) -> Access:
+    url = endpoint_url(name, namespace, spec)
+    if spec.external is not None:
+        ext = spec.external
+        operator = read_keys(namespace, ext.credentials_secret)
+        consumer = read_keys(namespace, ext.consumer_credentials_secret) if ext.consumer_credentials_secret else operator
+        return Access(Endpoint(url, ext.region, ext.verify_tls), operator, consumer)
+    root = _root_keys(namespace, name)
+    return Access(Endpoint(url, region(spec)), root, root, root)
+
+
+def client_for(uid: str, access: Access) -> S3:
+    """One boto3 client per staging area, rebuilt when the endpoint or the keys change."""
+    fingerprint = hashlib.sha256(repr((access.endpoint, access.operator.access_key,
+                                       access.operator.secret_key)).encode()).hexdigest()
+    cached = _clients.get(uid)
+    if cached is None or cached[0] != fingerprint:
+        cached = (fingerprint, S3(access.endpoint, access.operator))
+        _clients[uid] = cached
+    return cached[1]
+
+
+# ------------------------------------------------------------------ reporting
+def _count_error(namespace: str, name: str, error: S3Error) -> None:
+    S3_ERRORS.labels(namespace, name, error.kind, error.operation).inc()
+
+
+def _export(uid: str, namespace: str, name: str, obs: Observation) -> None:
+    now = set()
+    for entry in obs.buckets:
+        labels = (namespace, name, entry["name"])
+        S3_BUCKET_QUOTA_BYTES.labels(*labels).set(entry["quotaBytes"])
+        if "bytes" in entry:
+            S3_BUCKET_BYTES.labels(*labels).set(entry["bytes"])
+            S3_BUCKET_OBJECTS.labels(*labels).set(entry["objects"])
+        now.add(labels)
+    for bucket, (removed, _) in obs.swept.items():
+        S3_EXPIRED_OBJECTS.labels(namespace, name, bucket).inc(removed)
+    for stale in _series.get(uid, set()) - now:
+        _remove_series(stale)
+    _series[uid] = now
+
+
+def _remove_series(labels: tuple[str, str, str]) -> None:
+    for gauge in (S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_BUCKET_QUOTA_BYTES):
+        try:
+            gauge.remove(*labels)
+        except KeyError:
+            pass
+
+
+def _announce(uid: str, url: str, obs: Observation, events: ObjectEvents) -> None:
+    for bucket in obs.created:
+        events.info(f"Created bucket {bucket} on {url}", reason="BucketCreated")
+    for bucket, days in obs.rules_set:
+        events.info(f"Set the lifetime of bucket {bucket} to {days} day(s) (lifecycle rule)", reason="LifetimeSet")
+    for bucket, (removed, size) in sorted(obs.swept.items()):
+        events.info(f"Swept {removed} expired object(s) ({human_bytes(size)}) from bucket {bucket}", reason="Swept")
+    over = frozenset(line.split(":", 1)[0] for line in obs.over_quota)
+    if obs.error is None and over != _over_quota.get(uid, frozenset()):
+        if over:
+            events.warning("Over quota: " + "; ".join(obs.over_quota), reason="OverQuota")
+        else:
+            events.info("Every bucket is within its quota again", reason="WithinQuota")
+        _over_quota[uid] = over
+
+
+def _tracker(uid: str, body) -> Tracker:
+    tracker = _trackers.get(uid)
+    if tracker is None:
+        tracker = _trackers[uid] = Tracker()
+        tracker.seed((body.get("status") or {}).get("buckets") or [])
+    return tracker
+
+
+def forget(uid: str, namespace: str, name: str) -> None:
+    for labels in _series.pop(uid, set()):
+        _remove_series(labels)
+    _trackers.pop(uid, None)
+    _clients.pop(uid, None)
+    _over_quota.pop(uid, None)
+    MANAGED_OBJECTS.labels(KIND, namespace, name).set(0)
+
+
+# ------------------------------------------------------------------ reconcile
+def reconcile(body, logger, statefulset_index=None, **_) -> None:
+    meta = body["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     spec, error = validate(S3StagingSpec, body["spec"])
     if spec is None:
         write_status(KIND, body, {}, cond.failed("InvalidSpec", error), logger)
         return
-    endpoint = spec.external.url if spec.external else ""
-    # Honest state until bucket management exists: never claim Ready.
-    write_status(KIND, body, {"endpoint": endpoint}, cond.failed(
-        "NotImplemented", "bucket management is not implemented in this release; the spec is valid"), logger)
+    url = endpoint_url(name, namespace, spec)
+    tracker = _tracker(uid, body)
+    base = {"endpoint": url, "credentialsSecret": consumer_secret_name(name), "buckets": tracker.status(spec)}
+    try:
+        access = resolve(namespace, name, spec)
+    except Blocked as blocked:
+        write_status(KIND, body, base, cond.failed(blocked.reason, blocked.message, degraded=True), logger)
+        return
+    consumer = (access.consumer.access_key, access.consumer.secret_key)
+    root = (access.root.access_key, access.root.secret_key) if access.root else None
+    desired = build_staging(name, namespace, spec, consumer, root)
+    converge(body, desired, CHILD_KINDS, logger)
+    MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
+
+    if spec.embedded is not None:
+        ready = sum(w["ready"] for w in workloads_of(statefulset_index or {}, uid) if w["kind"] == "StatefulSet")
+        if ready < spec.embedded.servers:
+            write_status(KIND, body, base, cond.progressing(
+                "MinIOStarting", f"{ready}/{spec.embedded.servers} MinIO server(s) ready"), logger)
+            return
+
+    obs = tracker.observe(client_for(uid, access), spec, datetime.datetime.now(datetime.timezone.utc),
+                          time.monotonic(), CONFIG.resync_seconds)
+    if obs.error is not None:
+        _count_error(namespace, name, obs.error)
+    _export(uid, namespace, name, obs)
+    _announce(uid, url, obs, ObjectEvents(body, logger))
+    write_status(KIND, body, {**base, "buckets": obs.buckets}, assess(spec, obs, url), logger)
 
 
 register(PLURAL, KIND, reconcile)
+
+
+# ------------------------------------------------------------------ deletion
+def release_hint(namespace: str, name: str) -> str:
+    patch = '{"spec":{"reclaimPolicy":"Retain"}}'
+    return (f"to keep the buckets and their data and release the object, run: kubectl patch s3staging {name} "
+            f"-n {namespace} --type merge -p '{patch}'")
+
+
+def retry_delay(retry: int) -> float:
+    """Backoff for the reclaim finalizer: base, 2×base, 4×base, ... capped."""
+    return min(DELETE_RETRY_MAX_SECONDS, DELETE_RETRY_SECONDS * 2 ** min(retry, 30))
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, id="S3Staging-reclaim")
+def reclaim_on_delete(body, logger, retry: int = 0, **_) -> None:
+    """reclaimPolicy Delete: remove the buckets (through a finalizer); Retain: keep them."""
+    meta = body["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    events = ObjectEvents(body, logger)
+    spec, _ = validate(S3StagingSpec, body["spec"])
+    if spec is None or spec.reclaim_policy == "Retain" or not spec.buckets:
+        if spec is not None and spec.buckets:
+            events.info(f"Retained bucket(s) {', '.join(b.name for b in spec.buckets)} and their data "
+                        f"on {endpoint_url(name, namespace, spec)} (reclaimPolicy Retain)", reason="Retained")
+        forget(uid, namespace, name)
+        return
+    url = endpoint_url(name, namespace, spec)
+    names = ", ".join(b.name for b in spec.buckets)
+    try:
+        try:
+            s3 = client_for(uid, resolve(namespace, name, spec))
+        except Blocked:
+            if uid not in _clients:  # e.g. the Secret went first, with its namespace
+                raise
+            s3 = _clients[uid][1]  # the keys the operator last read
+        removed = reclaim(s3, spec)
+    except (Blocked, S3Error) as exc:
+        if isinstance(exc, S3Error):
+            _count_error(namespace, name, exc)
+        attempt, delay = retry + 1, retry_delay(retry)
+        message = f"cannot delete bucket(s) {names} on {url} (attempt {attempt}, next in {delay:.0f}s): {exc}"
+        if attempt >= DELETE_PATIENCE:
+            message += f"; {release_hint(namespace, name)}"
+            states = cond.failed("DeletionBlocked", message, degraded=True)
+            if attempt == DELETE_PATIENCE or (attempt - DELETE_PATIENCE) % DELETE_PATIENCE == 0:
+                events.warning(message, reason="DeletionBlocked")
+        else:
+            states = cond.progressing("Deleting", message)
+            if attempt == 1:
+                events.warning(message, reason="DeletionRetrying")
+        write_status(KIND, body, {"endpoint": url, "credentialsSecret": consumer_secret_name(name)}, states, logger)
+        raise kopf.TemporaryError(message, delay=delay) from None
+    total = sum(removed.values())
+    events.info(f"Deleted bucket(s) {names} and {total} object(s) from {url} (reclaimPolicy Delete)", reason="Reclaimed")
+    forget(uid, namespace, name)
+
+
+# ------------------------------------------------------------------ fleets
+def fleet_staging_env(namespace: str, staging: str) -> tuple[list[dict], str]:
+    """Worker environment for a fleet whose spec.staging names `staging`: (env, problem).
+
+    The keys appear only as references to the staging area's consumer Secret.
+    `problem` is non-empty when the S3Staging is missing or invalid.
+    """
+    obj = kube().get(KIND, namespace, staging)
+    if obj is None:
+        return [], f"S3Staging {staging} not found"
+    spec, error = validate(S3StagingSpec, obj.get("spec") or {})
+    if spec is None:
+        return [], f"S3Staging {staging} is invalid: {error}"
+    return staging_env(staging, namespace, spec), ""

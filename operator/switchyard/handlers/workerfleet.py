@@ -9,6 +9,7 @@ from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selecto
 from ..metrics import MANAGED_OBJECTS
 from .common import converge, evict_misplaced_pods, register, validate, write_status
 from .indexes import nodes_of, workloads_of
+from .s3staging import fleet_staging_env
 
 KIND = "WorkerFleet"
 PLURAL = "workerfleets"
@@ -28,7 +29,11 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> None:
         write_status(KIND, body, base, cond.progressing(
             "AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} to place this fleet"), logger)
         return
-    desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"))
+    staging_env, problem = fleet_staging_env(namespace, spec.staging) if spec.staging else ([], "")
+    if problem:
+        write_status(KIND, body, base, cond.progressing("AwaitingStaging", problem), logger)
+        return
+    desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"), staging_env)
     converge(body, desired, CHILD_KINDS, logger)
     evict_misplaced_pods(body, {FLEET_LABEL: name}, plan.get("switchLabel", "switchyard.dev/switch"),
                          nodes_of(node_index), logger)
