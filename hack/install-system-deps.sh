@@ -3,3 +3,4 @@
 set -euo pipefail
 here="$(dirname "$0")"
 bash "$here/install-xrootd.sh"
+bash "$here/build-minio.sh" >/dev/null
