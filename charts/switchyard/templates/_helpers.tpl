@@ -1,0 +1,112 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "switchyard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified name of every object the chart creates. */}}
+{{- define "switchyard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels: stable across upgrades. */}}
+{{- define "switchyard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "switchyard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* Labels on every object the chart creates. */}}
+{{- define "switchyard.labels" -}}
+{{ include "switchyard.selectorLabels" . }}
+app.kubernetes.io/part-of: switchyard
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "switchyard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "switchyard.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "switchyard.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Namespaces the operator watches in namespaced mode (the release namespace by default). */}}
+{{- define "switchyard.watchNamespaces" -}}
+{{- if .Values.watch.namespaces }}
+{{- .Values.watch.namespaces | uniq | sortAlpha | join "," }}
+{{- else }}
+{{- .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/*
+Rules for the namespaced objects the operator reads and writes: used by the
+ClusterRole in cluster mode and by one Role per watched namespace otherwise.
+Every verb is one the operator calls (see switchyard/apply.py and handlers/).
+*/}}
+{{- define "switchyard.namespacedRules" -}}
+# switchyard's own kinds: watched by kopf (list, watch; kopf keeps its progress in
+# annotations: patch); children the facility owns are server-side applied (create,
+# patch), read back (get) and pruned (delete).
+- apiGroups: [switchyard.dev]
+  resources: [analysisfacilities, xcachepools, workerfleets, s3stagings]
+  verbs: [get, list, watch, create, patch, delete]
+# Conditions and plan summaries are written to the status subresource.
+- apiGroups: [switchyard.dev]
+  resources: [analysisfacilities/status, xcachepools/status, workerfleets/status, s3stagings/status]
+  verbs: [get, patch]
+# Per-switch workloads: applied, listed to prune, and indexed by kopf (watch).
+- apiGroups: [apps]
+  resources: [statefulsets, deployments]
+  verbs: [get, list, watch, create, patch, delete]
+# Rendered xrootd configs, cache Services and PodDisruptionBudgets: applied, listed to prune.
+- apiGroups: [""]
+  resources: [configmaps, services]
+  verbs: [get, list, create, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, create, patch, delete]
+# Pods whose node moved to another switch are deleted so their controller
+# recreates them where the plan puts them.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, delete]
+# Events on switchyard objects (Created, Ready, reasons).
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- if .Values.rbac.s3StagingSecrets }}
+# S3Staging: reads the credentials Secret it names and writes the consumer Secret it owns.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, create, patch, delete]
+{{- end }}
+{{- end }}
+
+{{/* Cluster-scoped reads every mode needs. */}}
+{{- define "switchyard.clusterRules" -}}
+# Nodes are cluster-scoped: the placement reads their switch label, NVMe label,
+# NIC annotation and allocatable resources (a kopf index: list, watch).
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+# kopf follows CustomResourceDefinitions to learn when its resources are served.
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- end }}
