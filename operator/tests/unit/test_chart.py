@@ -1,0 +1,278 @@
+"""The Helm chart: `helm lint` and `helm template` for default and other values, read as objects.
+
+helm is the pinned binary `bash hack/build-tools.sh` builds into
+~/.cache/switchyard/bin (skipped when it is missing, failed in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from switchyard import chartvalues
+from switchyard.apply import RESOURCES
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+CHART = REPO / "charts" / "switchyard"
+CACHE = pathlib.Path(os.environ.get("SWITCHYARD_CACHE", pathlib.Path.home() / ".cache" / "switchyard"))
+KUBE_VERSION = "1.31.4"  # the local cluster's; a go-installed helm otherwise assumes v1.20
+MONITORING = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+              "--api-versions", "monitoring.coreos.com/v1/PodMonitor"]
+
+
+def helm_binary() -> str:
+    path = CACHE / "bin" / "helm"
+    if path.exists():
+        return str(path)
+    if shutil.which("helm"):
+        return shutil.which("helm")
+    message = "helm is missing: run `bash hack/build-tools.sh`"
+    pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def render(*sets: str, extra: tuple[str, ...] = (), namespace: str = "sy") -> list[dict]:
+    args = ["template", "rel", str(CHART), "-n", namespace, "--kube-version", KUBE_VERSION, *extra]
+    for item in sets:
+        args += ["--set", item]
+    return [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs: list[dict], kind: str) -> dict:
+    found = by_kind(docs, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+VALUE_SETS = {
+    "default": (),
+    "namespaced": ("watch.mode=namespaced", "watch.namespaces={team-a,team-b}"),
+    "everything-on": ("metrics.serviceMonitor.enabled=true", "metrics.cachePodMonitor.enabled=true",
+                      "metrics.serviceMonitor.labels.release=kps", "dashboards.namespace=monitoring",
+                      "dashboards.annotations.grafana_folder=switchyard", "image.tag=0.1.1",
+                      "operator.verbose=true", "operator.extraEnv.FOO=bar", "imagePullSecrets={regcred}",
+                      "podLabels.team=hep", "nodeSelector.role=infra"),
+    "minimal": ("rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=existing",
+                "metrics.service.enabled=false", "dashboards.enabled=false", "rbac.s3StagingSecrets=false"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_helm_lint(name):
+    args = ["lint", str(CHART), "--strict", "--kube-version", KUBE_VERSION]
+    for item in VALUE_SETS[name]:
+        args += ["--set", item]
+    out = helm(*args).stdout
+    assert "0 chart(s) failed" in out
+
+
+@pytest.mark.parametrize("bad", ["watch.mode=everywhere", "metrics.port=0", "operator.timerSeconds=0",
+                                 "unknownKey=1", "metrics.serviceMonitor.interval=often", "image.pullPolicy=Sometimes"])
+def test_schema_refuses_bad_values(bad):
+    result = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION, "--set", bad, check=False)
+    assert result.returncode != 0
+    assert "schema" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_object_is_labelled_and_namespaced(name):
+    extra = tuple(MONITORING) if name == "everything-on" else ()
+    for doc in render(*VALUE_SETS[name], extra=extra):
+        labels = doc["metadata"]["labels"]
+        for key in ("name", "instance", "component", "part-of", "managed-by"):
+            assert f"app.kubernetes.io/{key}" in labels, (doc["kind"], key)
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            assert doc["metadata"].get("namespace"), doc["kind"]
+
+
+def test_default_objects():
+    docs = render()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment", "Service",
+                     "ServiceAccount"]
+
+
+def test_operator_pod_meets_restricted_pod_security():
+    deployment = one(render(), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"]["drop"] == ["ALL"]
+    for volume in pod["volumes"]:
+        assert set(volume) - {"name"} <= {"emptyDir", "configMap", "secret", "projected", "downwardAPI"}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["args"][:3] == ["run", "--metrics-port=8080", "--health-port=8081"]
+    assert not any(a.startswith("--namespace") for a in container["args"])
+    assert pod["serviceAccountName"] == one(render(), "ServiceAccount")["metadata"]["name"]
+
+
+def test_values_reach_the_pod():
+    deployment = one(render("metrics.port=9100", "health.port=9101", "operator.timerSeconds=2",
+                            "operator.exporterImage=reg.example/exp:1", "image.repository=reg.example/sy"), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "reg.example/sy:0.1.0"
+    assert "--metrics-port=9100" in container["args"] and "--health-port=9101" in container["args"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SWITCHYARD_TIMER_SECONDS"] == "2"
+    assert env["SWITCHYARD_EXPORTER_IMAGE"] == "reg.example/exp:1"
+    default_env = {e["name"]: e["value"] for e in one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert default_env["SWITCHYARD_EXPORTER_IMAGE"] == "ghcr.io/switchyard-dev/switchyard:0.1.0"
+
+
+def _rules(role: dict) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def _group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def test_cluster_mode_rbac_is_least_privilege_and_covers_what_the_operator_calls():
+    docs = render()
+    rules = _rules(one(docs, "ClusterRole"))
+    assert not by_kind(docs, "Role")
+    for (group, resource), verbs in rules.items():
+        assert "*" not in verbs and group != "*" and resource != "*"
+        assert not verbs & {"escalate", "bind", "impersonate", "deletecollection", "update"}, (resource, verbs)
+    # Every kind switchyard.apply can address is granted, with the verbs that kind needs.
+    for kind, res in RESOURCES.items():
+        key = (_group(res.api_version), res.plural)
+        assert key in rules, f"{kind} is used by the operator but not granted"
+    assert rules[("", "nodes")] == {"list", "watch"}
+    assert rules[("", "pods")] == {"list", "delete"}
+    assert rules[("", "events")] == {"create"}
+    assert rules[("", "namespaces")] == {"list", "watch"}
+    assert rules[("apiextensions.k8s.io", "customresourcedefinitions")] == {"list", "watch"}
+    assert rules[("switchyard.dev", "analysisfacilities/status")] == {"get", "patch"}
+    assert "watch" in rules[("apps", "deployments")] and "watch" in rules[("apps", "statefulsets")]
+    assert "watch" not in rules[("", "secrets")]
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-switchyard", "namespace": "sy"}]
+
+
+def test_namespaced_mode_grants_only_the_watched_namespaces():
+    docs = render(*VALUE_SETS["namespaced"])
+    cluster_rules = _rules(one(docs, "ClusterRole"))
+    assert set(cluster_rules) == {("", "nodes"), ("apiextensions.k8s.io", "customresourcedefinitions")}
+    roles = by_kind(docs, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    bindings = by_kind(docs, "RoleBinding")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    for binding in bindings:
+        assert binding["subjects"][0]["namespace"] == "sy"
+    for role in roles:
+        rules = _rules(role)
+        assert ("", "secrets") in rules and ("switchyard.dev", "analysisfacilities") in rules
+        assert ("", "nodes") not in rules and ("", "namespaces") not in rules
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
+
+
+def test_namespaced_mode_defaults_to_the_release_namespace():
+    docs = render("watch.mode=namespaced", namespace="facility-ns")
+    assert [r["metadata"]["namespace"] for r in by_kind(docs, "Role")] == ["facility-ns"]
+
+
+def test_secrets_only_when_s3_staging_needs_them():
+    assert ("", "secrets") not in _rules(one(render("rbac.s3StagingSecrets=false"), "ClusterRole"))
+    roles = by_kind(render("watch.mode=namespaced", "rbac.s3StagingSecrets=false"), "Role")
+    assert all(("", "secrets") not in _rules(r) for r in roles)
+
+
+def test_service_monitor_only_when_enabled_and_the_api_exists():
+    on = ("metrics.serviceMonitor.enabled=true", "metrics.cachePodMonitor.enabled=true")
+    assert not by_kind(render(*on), "ServiceMonitor") and not by_kind(render(*on), "PodMonitor")
+    assert not by_kind(render(extra=tuple(MONITORING)), "ServiceMonitor")
+    docs = render(*on, "metrics.serviceMonitor.labels.release=kps", extra=tuple(MONITORING))
+    monitor = one(docs, "ServiceMonitor")
+    service = one(docs, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"] == "metrics"
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    assert all(service["metadata"]["labels"].get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+    assert service["spec"]["selector"] == one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    pod_monitor = one(docs, "PodMonitor")
+    assert pod_monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "xcache"
+    assert pod_monitor["spec"]["namespaceSelector"] == {"any": True}
+    namespaced = one(render(*on, *VALUE_SETS["namespaced"], extra=tuple(MONITORING)), "PodMonitor")
+    assert namespaced["spec"]["namespaceSelector"] == {"matchNames": ["team-a", "team-b"]}
+
+
+def test_dashboards_are_configmaps_for_the_grafana_sidecar():
+    maps = by_kind(render("dashboards.namespace=monitoring"), "ConfigMap")
+    assert len(maps) == len(list((REPO / "dashboards").glob("*.json")))
+    for config_map in maps:
+        assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert config_map["metadata"]["namespace"] == "monitoring"
+        ((key, text),) = config_map["data"].items()
+        source = REPO / "dashboards" / key.removeprefix("switchyard-")
+        assert json.loads(text) == json.loads(source.read_text())
+    assert not by_kind(render("dashboards.enabled=false"), "ConfigMap")
+
+
+def _fields(model, depth=0):
+    """(depth, wire name) of every value of the model, in order."""
+    for name, info in model.model_fields.items():
+        yield depth, info.alias or name
+        if isinstance(info.annotation, type) and issubclass(info.annotation, chartvalues.Values):
+            yield from _fields(info.annotation, depth + 1)
+
+
+def test_values_yaml_is_the_model_and_documents_every_value():
+    text = (CHART / "values.yaml").read_text()
+    assert chartvalues.ChartValues.model_validate(yaml.safe_load(text)) == chartvalues.ChartValues()
+    lines = text.splitlines()
+    position = 0
+    for depth, key in _fields(chartvalues.ChartValues):
+        prefix = "  " * depth + key + ":"
+        while not lines[position].startswith(prefix):
+            position += 1
+        above = next(line for line in reversed(lines[:position]) if line.strip())
+        assert above.strip().startswith("# "), f"{key} has no description above it"
+        position += 1
+
+
+def test_every_chart_value_has_a_description():
+    def walk(model):
+        for name, info in model.model_fields.items():
+            assert info.description, f"{model.__name__}.{name}"
+            annotation = info.annotation
+            if isinstance(annotation, type) and issubclass(annotation, chartvalues.Values):
+                walk(annotation)
+    walk(chartvalues.ChartValues)
+
+
+def test_crds_ship_in_the_chart_and_helm_template_keeps_them_out():
+    crds = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
+    assert crds == sorted(p.name for p in (REPO / "crds").glob("*.yaml")) and len(crds) == 4
+    assert not by_kind(render(), "CustomResourceDefinition")
+    with_crds = render(extra=("--include-crds",))
+    assert len(by_kind(with_crds, "CustomResourceDefinition")) == 4
