@@ -1,0 +1,97 @@
+"""S3 staging decisions that need no endpoint: error kinds, redaction, pacing, quotas, conditions, backoff."""
+
+from __future__ import annotations
+
+import botocore.exceptions
+import pytest
+
+from switchyard.api import S3StagingSpec
+from switchyard.s3 import Credentials, S3Error, classify, redact
+from switchyard.s3.staging import GIB, Observation, assess, over_quota, usage_interval
+
+
+def client_error(code: str, status: int) -> botocore.exceptions.ClientError:
+    return botocore.exceptions.ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op")
+
+
+@pytest.mark.parametrize("exc, kind", [
+    (botocore.exceptions.EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), "unreachable"),
+    (botocore.exceptions.ConnectTimeoutError(endpoint_url="http://10.0.0.1"), "timeout"),
+    (botocore.exceptions.ReadTimeoutError(endpoint_url="http://10.0.0.1"), "timeout"),
+    (botocore.exceptions.SSLError(endpoint_url="https://x", error="bad cert"), "tls"),
+    (client_error("SignatureDoesNotMatch", 403), "auth"),
+    (client_error("InvalidAccessKeyId", 403), "auth"),
+    (client_error("AccessDenied", 403), "auth"),
+    (client_error("NoSuchBucket", 404), "not_found"),
+    (client_error("404", 404), "not_found"),  # HEAD answers carry only the status
+    (client_error("NotImplemented", 501), "unsupported"),
+    (client_error("SlowDown", 503), "throttled"),
+    (client_error("XMinioStorageFull", 507), "quota"),
+    (client_error("BucketAlreadyExists", 409), "conflict"),
+    (client_error("InternalError", 500), "server"),
+    (client_error("Weird", 418), "other"),
+    (S3Error("op", "auth", "m"), "auth"),
+    (ValueError("x"), "other"),
+])
+def test_errors_are_classified_by_kind(exc, kind):
+    assert classify(exc) == kind
+
+
+def test_redaction_and_credentials_repr():
+    assert redact("key AKIA123 and secret s3cr3t", "AKIA123", "s3cr3t", "") == "key *** and secret ***"
+    assert "AKIA123" not in repr(Credentials("AKIA123", "s3cr3t")) and "s3cr3t" not in repr(Credentials("AKIA123", "s3cr3t"))
+
+
+@pytest.mark.parametrize("objects, seconds", [(0, 60), (99_999, 60), (200_000, 120), (10_000_000, 600)])
+def test_usage_of_large_buckets_is_measured_less_often(objects, seconds):
+    assert usage_interval(60, objects) == seconds
+
+
+def spec(**bucket) -> S3StagingSpec:
+    return S3StagingSpec.model_validate({"external": {"url": "http://s3.local:9000", "credentialsSecret": "k"},
+                                         "buckets": [{"name": "out", **bucket}, {"name": "free"}]})
+
+
+@pytest.mark.parametrize("bucket, usage, expected", [
+    ({}, {"objects": 10**9, "bytes": 10**15}, []),                          # no quotas
+    ({"quotaGiB": 1}, {"objects": 1, "bytes": GIB}, []),                      # at the quota is within
+    ({"quotaGiB": 1}, {"objects": 1, "bytes": GIB + 1}, ["1.00 GiB of 1.00 GiB quota (100%, 1073741825 > 1073741824 bytes)"]),
+    ({"quotaGiB": 2}, {"objects": 3, "bytes": 3 * GIB}, ["3.00 GiB of 2.00 GiB quota (150%, 3221225472 > 2147483648 bytes)"]),
+    ({"quotaObjects": 5}, {"objects": 6, "bytes": 1}, ["6 objects of 5 allowed"]),
+])
+def test_over_quota_lines_carry_the_numbers(bucket, usage, expected):
+    lines = over_quota(spec(**bucket), [{"name": "out", **usage}, {"name": "free", "objects": 10**6, "bytes": 10**12}])
+    assert lines == [f"bucket out: {e}" for e in expected]
+
+
+def test_unmeasured_buckets_are_not_judged():
+    assert over_quota(spec(quotaObjects=1), [{"name": "out", "quotaBytes": 0}]) == []
+
+
+def test_conditions_error_beats_quota_and_names_the_endpoint():
+    s = spec(quotaObjects=1)
+    error = S3Error("list_buckets", "unreachable", 'Could not connect to the endpoint URL: "http://s3.local:9000/"')
+    down = assess(s, Observation(buckets=[], over_quota=["bucket out: 2 objects of 1 allowed"], error=error), "http://s3.local:9000")
+    assert (down["Ready"].status, down["Ready"].reason) == (False, "EndpointUnreachable")
+    assert (down["Degraded"].status, down["Degraded"].reason) == (True, "EndpointUnreachable")
+    assert "Could not connect" in down["Degraded"].message and "http://s3.local:9000" in down["Degraded"].message
+    over = assess(s, Observation(buckets=[], over_quota=["bucket out: 2 objects of 1 allowed"]), "u")
+    assert (over["Ready"].status, over["Degraded"].status, over["Degraded"].reason) == (True, True, "OverQuota")
+    assert "2 objects of 1 allowed" in over["Degraded"].message
+    fine = assess(s, Observation(buckets=[]), "u")
+    assert (fine["Ready"].status, fine["Degraded"].status) == (True, False)
+    denied = assess(s, Observation(buckets=[], error=S3Error("head_bucket", "auth", "403")), "u")
+    assert denied["Ready"].reason == "AccessDenied"
+    no_rules = assess(s, Observation(buckets=[], error=S3Error("put_bucket_lifecycle_configuration", "unsupported", "501")), "u")
+    assert no_rules["Ready"].reason == "LifecycleUnsupported" and "Sweep" in no_rules["Ready"].message
+
+
+def test_deletion_backoff_grows_to_a_cap_and_the_hint_releases_by_retain():
+    from switchyard.handlers.s3staging import DELETE_RETRY_MAX_SECONDS, DELETE_RETRY_SECONDS, release_hint, retry_delay
+
+    delays = [retry_delay(n) for n in range(40)]
+    assert delays[0] == DELETE_RETRY_SECONDS and delays[1] == 2 * DELETE_RETRY_SECONDS
+    assert delays == sorted(delays) and max(delays) == DELETE_RETRY_MAX_SECONDS
+    hint = release_hint("team-ns", "stage")
+    assert "kubectl patch s3staging stage -n team-ns --type merge" in hint and '"reclaimPolicy":"Retain"' in hint
