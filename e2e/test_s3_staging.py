@@ -226,3 +226,35 @@ def test_delete_waits_out_an_outage_says_how_to_release_and_finishes(cluster, op
     assert late not in s3.buckets()
     assert released in s3.buckets() and s3.usage(released).objects == 3
     assert_no_keys(cluster, namespace, s3server)
+
+
+def test_embedded_minio_is_built_on_the_selected_nodes(cluster, operator, namespace):
+    cluster.kube.apply({
+        "apiVersion": "switchyard.dev/v1alpha1", "kind": "S3Staging",
+        "metadata": {"name": "stage", "namespace": namespace},
+        "spec": {"embedded": {"servers": 2, "volumeSizeGiB": 10, "nodeSelector": {"switchyard.dev/switch": "rack-a"}},
+                 "buckets": [{"name": f"{namespace}-scratch"}]},
+    })
+    sts = wait_for(lambda: cluster.kube.get("StatefulSet", namespace, "minio-stage"), 60, what="the MinIO StatefulSet")
+    pod = sts["spec"]["template"]["spec"]
+    assert sts["spec"]["replicas"] == 2
+    assert pod["nodeSelector"] == {"switchyard.dev/switch": "rack-a"}
+    assert pod["containers"][0]["args"][1] == f"http://minio-stage-{{0...1}}.minio-stage-hl.{namespace}.svc:9000/data"
+    assert {s["metadata"]["name"] for s in cluster.kube.list("Service", namespace)} >= {"minio-stage", "minio-stage-hl"}
+    root = wait_for(lambda: cluster.kube.get("Secret", namespace, "minio-stage-root"), 30, what="the root Secret")
+    consumer = wait_for(lambda: cluster.kube.get("Secret", namespace, "stage-s3-credentials"), 30, what="the consumer Secret")
+    assert consumer["data"]["accessKey"] == root["data"]["accessKey"]
+    assert consumer["data"]["secretKey"] == root["data"]["secretKey"]
+    keys = [base64.b64decode(root["data"][k]).decode() for k in ("accessKey", "secretKey")]
+    assert all(len(k) >= 16 for k in keys)
+
+    # The servers cannot start here (no volume provisioner, simulated pods), and the
+    # operator says so instead of claiming Ready.
+    def honest():
+        obj = cluster.kube.get("S3Staging", namespace, "stage")
+        ready = condition(obj, "Ready")
+        return obj if ready.get("status") == "False" and ready.get("reason") in ("MinIOStarting", "EndpointUnreachable") else None
+    obj = wait_for(honest, 60, what="embedded staging reporting why it is not Ready")
+    assert obj["status"]["endpoint"] == f"http://minio-stage.{namespace}.svc:9000"
+    texts = repr(obj["status"]) + repr(cluster.kube.list("Event", namespace)) + OPERATOR_LOG.read_text()
+    assert not any(k in texts for k in keys)
