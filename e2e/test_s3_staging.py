@@ -78,9 +78,12 @@ def assert_no_keys(cluster, namespace: str, server: MinioServer) -> None:
 
 def test_staging_area_buckets_quota_and_consumer_secret(cluster, operator, namespace, s3server):
     bucket = f"{namespace}-out"
-    cluster.kube.apply(admin_secret(namespace, s3server))
     cluster.kube.apply(staging(namespace, "stage", s3server, [{"name": bucket, "lifetimeDays": 3, "quotaObjects": 5}]))
+    obj = wait_condition(cluster, namespace, "stage", "Degraded", "True", "CredentialsMissing")
+    assert "Secret s3-admin not found" in condition(obj, "Degraded")["message"]
+    assert bucket not in s3server.s3().buckets()
 
+    cluster.kube.apply(admin_secret(namespace, s3server))
     obj = wait_condition(cluster, namespace, "stage", "Ready", "True")
     assert obj["status"]["endpoint"] == s3server.url
     assert obj["status"]["credentialsSecret"] == "stage-s3-credentials"
