@@ -1,0 +1,230 @@
+"""Every dashboard query, evaluated by a real Prometheus scraping real sources.
+
+Prometheus (Debian's) scrapes two targets on loopback:
+- the operator (`switchyard run`) reconciling a facility on a local cluster
+  (real kube-apiserver, kwok nodes from e2e/topologies/mini.yaml), so the plan
+  gauges, reconcile counters and latencies exist;
+- the cache exporter beside a real xrootd cache in front of a real origin,
+  labelled as one of the facility's planned cache hosts, fed by real reads.
+
+Then every panel query of every dashboard, with its template variables set as
+Grafana would set them, goes through Prometheus' HTTP API: it must parse and
+evaluate, every metric it names must exist, and the throughput panels must
+return data. Every switchyard_* series Prometheus holds must be declared in
+switchyard.metrics.catalog() (the source of docs/metrics.md).
+
+The cluster is SWITCHYARD_E2E_CLUSTER (default switchyard-metrics), reused when
+running and removed afterwards unless SWITCHYARD_KEEP_CLUSTER is set.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from prom import run_prometheus
+from xrootd_fixtures import (Account, cache_pool, free_port, require, start_cache, start_exporter, start_origin,
+                             wait_until, workspace, xrdcp)
+
+from switchyard import dashboards
+from switchyard.apply import Kube
+from switchyard.builders.common import load_plan
+from switchyard.exporter import exporter_args
+from switchyard.metrics import catalog, series_names
+
+pytestmark = pytest.mark.integration
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "e2e"))
+CLUSTER = os.environ.get("SWITCHYARD_E2E_CLUSTER", "switchyard-metrics")
+RATE_WINDOW = "5m"   # longer than the test: every increase since Prometheus started counts
+MIB = 1 << 20
+
+
+def _skip_or_fail(message: str) -> None:
+    pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import localcluster
+
+    needed = ["kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+    if not all((localcluster.CACHE / "bin" / n).exists() for n in needed):
+        _skip_or_fail("local cluster tools missing: run `bash hack/build-tools.sh`")
+    kubeconfig = localcluster.up(CLUSTER, REPO / "e2e" / "topologies" / "mini.yaml")
+    localcluster.install_crds(CLUSTER)
+    yield kubeconfig
+    if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
+        localcluster.down(CLUSTER)
+
+
+@pytest.fixture(scope="module")
+def facility(cluster):
+    """A facility applied in a fresh namespace, reconciled by a running operator."""
+    from facilities import facility as facility_object
+
+    kube = Kube.from_environment(str(cluster))
+    namespace = f"dash-{uuid.uuid4().hex[:6]}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    metrics_port = free_port()
+    log_path = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"switchyard-dash-operator-{metrics_port}.log"
+    with log_path.open("w") as log:
+        operator = subprocess.Popen(
+            [sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(cluster),
+             "--metrics-port", str(metrics_port), "--health-port", "0", "--namespace", namespace],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "SWITCHYARD_TIMER_SECONDS": "2"},
+            start_new_session=True)
+    obj = facility_object("af", workers=6)
+    obj["metadata"]["namespace"] = namespace
+    try:
+        kube.apply(obj)
+
+        def pool_planned():
+            if operator.poll() is not None:
+                raise AssertionError(f"operator exited: {log_path.read_text()[-3000:]}")
+            pool = kube.get("XCachePool", namespace, "af-xcache")
+            plan = load_plan(pool and pool["metadata"].get("annotations"))
+            return plan if plan and any(plan.get("hosts", {}).values()) else None
+
+        wait_until(lambda: pool_planned() is not None, timeout=120, interval=1, what="the cache pool to be planned")
+        hosts = pool_planned()["hosts"]
+        switch = sorted(s for s, h in hosts.items() if h)[0]
+        yield {"namespace": namespace, "facility": "af", "pool": "af-xcache", "switch": switch,
+               "host": sorted(hosts[switch])[0], "metrics_port": metrics_port, "operator": operator, "log": log_path}
+    finally:
+        operator.terminate()
+        try:
+            operator.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+            operator.wait(timeout=10)
+        kube.delete("Namespace", None, namespace)
+
+
+@pytest.fixture(scope="module")
+def prometheus(facility):
+    """Prometheus scraping the operator and a real cache's exporter, after real reads."""
+    require("xrootd", "xrdcp", "prometheus")
+    account = Account.for_daemons()
+    base = workspace(account)
+    origin = start_origin(base, account)
+    data_dir = account.make_dir(base / "data0")
+    meta = account.make_dir(base / "meta")
+    pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta), pfc={"lowWatermark": 0.8, "highWatermark": 0.9})
+    udp_port = free_port(socket.SOCK_DGRAM)
+    args = exporter_args(pool, pool_name=facility["pool"], switch=facility["switch"], exporter_port=udp_port)
+    exporter = start_exporter([*args, "--host", facility["host"]], base)
+    cache = start_cache(base, account, pool, exporter_port=udp_port)
+    try:
+        with run_prometheus([f"127.0.0.1:{facility['metrics_port']}", f"127.0.0.1:{exporter.metrics_port}"], base) as prom:
+            prom.wait_for(prom.targets_up, timeout=60, what="both targets up")
+            # Wait for a first scrape of the exporter's counters, so the reads below are an increase.
+            prom.wait_for(lambda: prom.query("switchyard_xcache_client_bytes_total"), timeout=60,
+                          what="the exporter's first summary in Prometheus")
+            data = os.urandom(4 * MIB + 3)
+            lfn = origin.put("dash.bin", data)
+            for attempt in ("cold", "warm"):
+                result = xrdcp(cache.url_for(lfn), base / f"{attempt}.bin")
+                assert result.returncode == 0, result.stderr
+            selector = f'pool="{facility["pool"]}"'
+            prom.wait_for(lambda: (prom.value(f"sum(switchyard_xcache_client_bytes_total{{{selector}}})") or 0) >= 2 * len(data)
+                          and (prom.value(f"sum(switchyard_xcache_files_closed_total{{{selector}}})") or 0) >= 2,
+                          timeout=60, what="both reads (summary and file closes) in Prometheus")
+            prom.wait_for(lambda: prom.query("switchyard_plan_predicted_gbps") and prom.query("switchyard_fleet_ready_workers > 0"),
+                          timeout=120, what="plan gauges and ready workers in Prometheus")
+            yield prom
+    finally:
+        cache.daemon.stop()
+        exporter.stop()
+        origin.daemon.stop()
+        origin.meter.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _boards() -> dict[str, dict]:
+    return {spec.file: json.loads((REPO / "dashboards" / spec.file).read_text()) for spec in dashboards.DASHBOARDS}
+
+
+def _series(prom, selector: str) -> list[dict]:
+    body = prom._get("/api/v1/series", **{"match[]": selector})  # noqa: SLF001 - the helper's GET
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def _choices(prom, board: dict, facility: dict) -> dict[str, str | list[str]]:
+    """Every template variable resolved as Grafana resolves it, in order; each must offer values."""
+    values: dict[str, str | list[str]] = {}
+    for name, query in dashboards.variable_queries(board):
+        selector, label = dashboards.selector_of(query)
+        options = sorted({s[label] for s in _series(prom, dashboards.expand(selector, values)) if label in s})
+        assert options, f"variable {name} ({query}) offers nothing"
+        variable = next(v for v in board["templating"]["list"] if v["name"] == name)
+        wanted = facility.get(name) if name in facility else None
+        if wanted is not None:
+            assert wanted in options, f"variable {name} offers {options}, not {wanted}"
+        if variable.get("includeAll"):  # "All", as the dashboard opens
+            values[name] = variable.get("allValue") or options
+        else:
+            values[name] = wanted if wanted is not None else options[0]
+    return values
+
+
+@pytest.mark.parametrize("file", [spec.file for spec in dashboards.DASHBOARDS])
+def test_every_panel_query_evaluates_and_throughput_panels_have_data(prometheus, facility, file):
+    board = _boards()[file]
+    values = _choices(prometheus, board, facility)
+    spec = next(s for s in dashboards.DASHBOARDS if s.file == file)
+    throughput = {p.title for p in spec.panels() if p.throughput}
+    assert throughput, "a dashboard without a panel that must show data checks nothing"
+    empty = []
+    for title, expr in dashboards.panel_queries(board):
+        query = dashboards.expand(expr, values, rate_interval=RATE_WINDOW)
+        result = prometheus.query(query)  # raises on a parse or evaluation error
+        finite = [float(r["value"][1]) for r in result if math.isfinite(float(r["value"][1]))]
+        if title in throughput and not finite:
+            empty.append(f"{title}: {query}")
+    assert not empty, "throughput panels without data:\n" + "\n".join(empty)
+
+
+def test_served_throughput_is_what_the_cache_sent(prometheus, facility):
+    """The aggregate panel's query measures the bytes the real reads moved."""
+    board = _boards()["facility-throughput.json"]
+    values = _choices(prometheus, board, facility)
+    expr = next(e for t, e in dashboards.panel_queries(board) if t == "Served now")
+    bps = prometheus.value(dashboards.expand(expr, values, rate_interval=RATE_WINDOW))
+    sent = prometheus.value(f'sum(switchyard_xcache_client_bytes_total{{pool="{facility["pool"]}"}})')
+    assert bps is not None and sent is not None and bps > 0
+    # Every byte was sent inside the rate window (Prometheus started just before the
+    # reads), so bits per second times the window is the bytes sent, times 8: a
+    # panel off by a unit (bytes for bits, Gbps for bps) is off by 8x or more.
+    window_seconds = 300
+    assert 0.5 * sent <= bps * window_seconds / 8 <= 2 * sent
+
+
+def test_every_dashboard_metric_exists_in_prometheus(prometheus):
+    names = set(prometheus._get("/api/v1/label/__name__/values")["data"])  # noqa: SLF001
+    wanted = {name for board in _boards().values() for _, expr in dashboards.panel_queries(board)
+              for name in dashboards.metric_names(expr)}
+    assert wanted and not wanted - names, f"no series for {sorted(wanted - names)}"
+
+
+def test_every_exported_series_is_declared(prometheus):
+    names = set(prometheus._get("/api/v1/label/__name__/values")["data"])  # noqa: SLF001
+    # prometheus_client adds a *_created sample to counters and histograms.
+    exported = {n for n in names if n.startswith("switchyard_") and not n.endswith("_created")}
+    assert exported, "nothing from switchyard was scraped"
+    undeclared = exported - series_names()
+    assert not undeclared, f"exported but missing from switchyard.metrics.catalog() (and docs/metrics.md): {sorted(undeclared)}"
+    # And the plan metrics the reference documents are really served by the operator.
+    plan = {m.name for m in catalog() if m.name.startswith("switchyard_plan_")}
+    assert plan <= names, sorted(plan - names)
