@@ -110,7 +110,9 @@ def evaluate(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReq
     m = LinearModel()
     util = m.var(0.0, 1.0)
     local = {(p.name, s): m.var(0.0, min(local_demand[p.name][s], cap[p.name][s])) for p in pools for s in switches}
-    ringr = {(p.name, s): m.var(0.0, ring_demand[p.name][s]) for p in pools for s in switches}
+    # a pool without a cache host has no ring: its ring readers read nothing
+    ringr = {(p.name, s): m.var(0.0, ring_demand[p.name][s] if sum(omega[p.name].values()) > 0 else 0.0)
+             for p in pools for s in switches}
     miss = {p.name: p.body.miss_ratio for p in pools}
     inbound = {s: [] for s in switches}
     outbound = {s: [] for s in switches}
@@ -169,10 +171,12 @@ def bottleneck(delivered: float, demand: float, loads: list[UplinkLoad], served:
         return "wan"
     busy = [(p, s) for p, by in cap.items() for s, c in by.items() if c > 0]
     full = sorted({s for p, s in busy if served[p][s] >= cap[p][s] * SATURATED})
-    if not busy or len(full) == len({s for _, s in busy}):
+    if busy and len(full) == len({s for _, s in busy}):
         return "cache serving"
-    # Some caches saturate while others idle: the routing's fixed shares hold the rest back.
-    return "caches on " + ",".join(full[:3]) + (f" (+{len(full) - 3})" if len(full) > 3 else "")
+    if full:
+        # Some caches saturate while others idle: the routing's fixed shares hold the rest back.
+        return "caches on " + ",".join(full[:3]) + (f" (+{len(full) - 3})" if len(full) > 3 else "")
+    return "readers without a reachable cache"
 
 
 def _merge(terms: list[tuple[int, float]]) -> dict[int, float]:

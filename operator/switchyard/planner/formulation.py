@@ -45,7 +45,8 @@ MODES = ("local", "hashed", "auto")
 class Current:
     """The current placement, reduced to the model's integers."""
 
-    workers: dict[tuple[int, int], int] = field(default_factory=dict)      # (fleet, switch) -> count
+    workers: dict[tuple[int, int], int] = field(default_factory=dict)      # (fleet, switch) -> local readers
+    ring: dict[tuple[int, int], int] = field(default_factory=dict)         # (fleet, switch) -> ring readers
     caches: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (pool, switch, class) -> kept-able hosts
     lost: int = 0   # current pods whose switch or node is gone: moved whatever the plan
 
@@ -129,35 +130,52 @@ def _workers(fm: Formulation):
 
 
 def _switch_capacity(fm: Formulation, s: int) -> None:
+    """CPU, memory, pods and NIC per node class, and node-level slots per fleet and class.
+
+    Each fleet's workers on the switch are split over its node classes by
+    continuous variables: the counts stay integral per switch (what the
+    operator realises), while mixed node types (CPU-bound here, pod-bound
+    there) are each held to their own capacity.
+    """
     problem, m = fm.problem, fm.model
     sw = problem.switches[s]
     fleets, pools = problem.fleets, problem.pools
-    hosts = [((p, k), v) for (p, ss, k), v in fm.caches.items() if ss == s]
-    workers = [(j, v) for (j, ss), v in _workers(fm) if ss == s]
-    if not workers and not hosts:
+    workers: dict[int, list[int]] = {}
+    for (j, ss), v in _workers(fm):
+        if ss == s:
+            workers.setdefault(j, []).append(v)
+    if not workers:
         return
-    dims = (
-        (lambda j: fleets[j].cpu_millis, lambda p, k: pools[p].cpu_millis, sum(c.count * c.cpu_millis for c in sw.classes)),
-        (lambda j: fleets[j].memory_bytes, lambda p, k: pools[p].memory_bytes, sum(c.count * c.memory_bytes for c in sw.classes)),
-        (lambda j: 1, lambda p, k: 1, sum(c.count * c.pods for c in sw.classes)),
-        (lambda j: fleets[j].read_gbps, lambda p, k: problem.fill(p, sw.classes[k]), sum(c.count * c.nic_gbps for c in sw.classes)),
-    )
-    for worker_size, cache_size, capacity in dims:
-        # scaled to the capacity so HiGHS sees coefficients near 1
-        scale = 1.0 / capacity if capacity else 1.0
-        m.row([(v, worker_size(j) * scale) for j, v in workers] + [(v, cache_size(p, k) * scale) for (p, k), v in hosts],
-              ub=1.0)
-    # Per fleet: workers fit node by node; a cache pod takes some of its node's slots.
-    for j in sorted({j for j, _ in workers}):
-        terms = [(v, 1.0) for jj, v in workers if jj == j]
-        total = 0
-        for k, nc in enumerate(sw.classes):
-            alone = problem.slots(j, nc)
-            total += nc.count * alone
-            for (p, kk), v in hosts:
-                if kk == k:
-                    terms.append((v, alone - problem.slots(j, nc, cache_pool=p)))
-        m.row(terms, ub=total)
+    split: dict[tuple[int, int], int] = {}
+    for j in sorted(workers):
+        fits = [k for k, nc in enumerate(sw.classes) if problem.slots(j, nc)]
+        if len(sw.classes) == 1:
+            continue
+        for k in fits:
+            split[j, k] = m.var(0.0)
+        m.row([(split[j, k], 1.0) for k in fits] + [(v, -1.0) for v in workers[j]], lb=0.0, ub=0.0)
+    for k, nc in enumerate(sw.classes):
+        hosts = [(p, v) for (p, ss, kk), v in fm.caches.items() if ss == s and kk == k]
+        placed = {j: ([(split[j, k], 1.0)] if (j, k) in split else []) if len(sw.classes) > 1
+                  else [(v, 1.0) for v in workers[j]] for j in workers}
+        dims = (
+            (lambda j: fleets[j].cpu_millis, lambda p: pools[p].cpu_millis, nc.cpu_millis),
+            (lambda j: fleets[j].memory_bytes, lambda p: pools[p].memory_bytes, nc.memory_bytes),
+            (lambda j: 1, lambda p: 1, nc.pods),
+            (lambda j: fleets[j].read_gbps, lambda p: problem.fill(p, nc), nc.nic_gbps),
+        )
+        for worker_size, cache_size, capacity in dims:
+            # scaled to the class capacity so HiGHS sees coefficients near 1
+            scale = 1.0 / (capacity * nc.count)
+            terms = [(v, c * worker_size(j) * scale) for j in placed for v, c in placed[j]]
+            if terms:
+                m.row(terms + [(v, cache_size(p) * scale) for p, v in hosts], ub=1.0)
+        # Per fleet: workers fit node by node; a cache pod takes some of its node's slots.
+        for j in placed:
+            if placed[j]:
+                alone = problem.slots(j, nc)
+                m.row(placed[j] + [(v, alone - problem.slots(j, nc, cache_pool=p)) for p, v in hosts],
+                      ub=nc.count * alone)
 
 
 def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
@@ -221,13 +239,14 @@ def _exclusive(fm: Formulation, p: int, s: int, ring_serve: int, serve_max: floa
 def _moves(fm: Formulation, current: Current) -> None:
     """Moved pods: workers a switch loses, cache hosts not kept (lost ones are constant)."""
     m = fm.model
-    for (j, s), count in sorted(current.workers.items()):
-        if count <= 0:
-            continue
-        moved = m.var(0.0, count)
-        placed = [(v, 1.0) for key, v in _workers(fm) if key == (j, s)]
-        m.row([(moved, 1.0)] + placed, lb=count)
-        fm.moves[moved] = 1.0
+    # Local and ring readers separately: switching one's routing restarts it with a new endpoint.
+    for counts, variables in ((current.workers, fm.local), (current.ring, fm.ring)):
+        for key, count in sorted(counts.items()):
+            if count <= 0:
+                continue
+            moved = m.var(0.0, count)
+            m.row([(moved, 1.0)] + ([(variables[key], 1.0)] if key in variables else []), lb=count)
+            fm.moves[moved] = 1.0
     for key, count in sorted(current.caches.items()):
         if count <= 0:
             continue

@@ -69,8 +69,15 @@ class Placement:
                 moved += sum(1 for n in nodes if n not in kept)
         for fleet, by_switch in current.workers.items():
             for switch, count in by_switch.items():
-                moved += max(0, count - self.workers.get(fleet, {}).get(switch, 0))
+                # a worker that changes between local and ring reading restarts with a new endpoint
+                ring, new_ring = self._ring(current, fleet, switch), self._ring(self, fleet, switch)
+                new_count = self.workers.get(fleet, {}).get(switch, 0)
+                moved += max(0, (count - ring) - (new_count - new_ring)) + max(0, ring - new_ring)
         return moved
+
+    @staticmethod
+    def _ring(placement: "Placement", fleet: str, switch: str) -> int:
+        return min(placement.hashed.get(fleet, {}).get(switch, 0), placement.workers.get(fleet, {}).get(switch, 0))
 
 
 @dataclass(frozen=True)

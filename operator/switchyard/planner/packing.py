@@ -30,8 +30,10 @@ class Packing:
 
 
 def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]],
-         workers: Mapping[tuple[int, int], int]) -> Packing:
-    """cache_nodes: (pool, switch) -> nodes; workers: (fleet, switch) -> count."""
+         workers: Mapping[tuple[int, int], int], keep: Mapping[tuple[int, int], int] | None = None) -> Packing:
+    """cache_nodes: (pool, switch) -> nodes; workers: (fleet, switch) -> count.
+
+    keep: counts that run today; when not every worker fits, those stay first."""
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
     for s in range(len(problem.switches)):
@@ -39,7 +41,7 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
         wanted = {j: n for (j, ss), n in workers.items() if ss == s and n > 0}
         placed = _greedy(problem, free, wanted)
         if _count(placed) != wanted:
-            placed = _exact(problem, free, wanted)
+            placed = _exact(problem, free, wanted, {j: n for (j, ss), n in (keep or {}).items() if ss == s})
         for (j, name), count in placed.items():
             if count:
                 slot = out.setdefault(name, {})
@@ -110,8 +112,9 @@ def _greedy(problem: Problem, free: dict[str, list[float]], wanted: dict[int, in
     return placed
 
 
-def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int]) -> dict[tuple[int, str], int]:
-    """The most workers (by read Gbps, then count) that fit, node by node."""
+def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int],
+           keep: dict[int, int]) -> dict[tuple[int, str], int]:
+    """The most workers that fit, node by node: first of those running today, then by read Gbps, then count."""
     m = LinearModel()
     x = {}
     for j in sorted(wanted):
@@ -130,6 +133,11 @@ def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int
     if not x:
         return {}
     value = {v: problem.fleets[j].read_gbps + 1e-3 for (j, _), v in x.items()}
+    weight = 1.0 + sum(value[v] * m.ub[v] for v in value)
+    for j, n in sorted(keep.items()):
+        kept = m.var(0.0, min(n, wanted.get(j, 0)))
+        m.row([(kept, 1.0)] + [(v, -1.0) for (jj, _), v in x.items() if jj == j], ub=0.0)
+        value[kept] = weight
     best = m.solve(value, maximise=True, gap=0.0)
     return {key: int(round(best.x[v])) for key, v in x.items() if round(best.x[v])}
 

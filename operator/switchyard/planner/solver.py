@@ -14,7 +14,9 @@ the routing-free model as the bound.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from contextlib import contextmanager
 
 from ..topology import Topology
 from .flow import evaluate
@@ -30,21 +32,25 @@ UTIL_SLACK = 1e-6      # absolute, on utilisation (0..1)
 # Peak utilisations this close count as equal in the integer stages, so a
 # re-plan does not move pods for a gain nobody could measure.
 UTIL_TOLERANCE = 0.005
+# Up to this many integers, stages 2 and 3 search the whole space; above, the box.
+EXACT_LIMIT = 300
 # Re-solves when a switch's planned workers do not pack onto its nodes.
-PACKING_ROUNDS = 3
+PACKING_ROUNDS = 4
 
 
 def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str = "auto",
          current: Placement | None = None) -> Plan:
     problem = build_problem(topology, pools, fleets)
     fm = formulate(problem, routing, _current(problem, current) if current is not None else None)
+    bound = None
     for _ in range(PACKING_ROUNDS):
         relaxed_gbps, solution = solve(fm)
+        if bound is None:   # before any packing restriction: those are not valid inequalities
+            bound = relaxed_gbps if routing == "auto" else upper_bound(problem)
         placement, packing = _realise(problem, fm, solution, current)
         if not packing.shortfall:
             break
         _fit_to_packing(fm, packing, solution)
-    bound = relaxed_gbps if routing == "auto" else upper_bound(problem)
     weights = _ring_weights(topology, problem, fm, solution, placement)
     flow = evaluate(topology, pools, fleets, placement, weights)
     unplaced = {problem.fleets[j].name: int(round(solution.x[v])) for j, v in fm.unplaced.items()}
@@ -75,64 +81,99 @@ def upper_bound(problem: Problem) -> float:
 def solve(fm: Formulation) -> tuple[float, Solution]:
     """(LP-relaxation Gbps, integer solution), stage by stage.
 
-    Stage 1 is solved exactly as a MILP (it is easy: flows follow demand).
-    Stage 2, a min-max, is hard for branch and bound at thousands of integers,
-    so stages 2 and 3 are solved as LPs first and then as MILPs over a box:
-    each integer between the floor and ceiling of its LP value. If no
-    rounding in that box keeps stage 1's Gbps, the box widens to take in the
-    stage-1 solution, which makes it feasible.
+    Small models (up to EXACT_LIMIT integers) are solved exactly, stage after
+    stage. Larger ones are solved as LPs first; the integer stages then search
+    the box of roundings around that LP solution (each integer between the
+    floor and ceiling of its LP value). If no rounding in the box reaches the
+    LP's Gbps, stage 1 is solved exactly over the whole space and stages 2
+    and 3 search a box widened to take in that solution, which keeps it
+    feasible. Stage 2 (a min-max) is what branch and bound cannot finish at
+    thousands of integers; stage 1 alone it can, but slower than the box.
     """
     m = fm.model
-    gbps = fm.delivered()
     start = m.mark()
+    boxed = [v for v in fm.integers() if v not in fm.flags]
     try:
-        relaxed_gbps = _most_gbps(fm, relax=True).objective
+        relaxed = _most_gbps(fm, relax=True)
+        if len(boxed) <= EXACT_LIMIT:
+            m.rollback(start)
+            _pin_gbps(fm, _most_gbps(fm, relax=False).objective)
+            return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
+        _pin_gbps(fm, relaxed.objective)
+        guide = _calm_then_stable(fm, relax=True)
+        m.rollback(start)
+        with _box(m, boxed, guide):
+            try:
+                first = _most_gbps(fm, relax=False)
+                if first.objective >= relaxed.objective - GBPS_SLACK * max(1.0, relaxed.objective):
+                    _pin_gbps(fm, first.objective)
+                    return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
+            except Infeasible:
+                pass
         m.rollback(start)
         first = _most_gbps(fm, relax=False)
-        m.row(gbps, lb=first.objective - GBPS_SLACK * max(1.0, first.objective))
+        _pin_gbps(fm, first.objective)
         pinned = m.mark()
         guide = _calm_then_stable(fm, relax=True)
         m.rollback(pinned)
-        original = (list(m.lb), list(m.ub))
-        boxed = [v for v in fm.integers() if v not in fm.flags]
-        try:
-            for with_first in (False, True):
-                for v in boxed:
-                    lo, hi = math.floor(guide.x[v] + 1e-6), math.ceil(guide.x[v] - 1e-6)
-                    if with_first:
-                        lo, hi = min(lo, round(first.x[v])), max(hi, round(first.x[v]))
-                    m.lb[v], m.ub[v] = max(original[0][v], lo), min(original[1][v], hi)
-                try:
-                    return relaxed_gbps, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
-                except Infeasible:
-                    m.rollback(pinned)
-            raise AssertionError("unreachable: the stage-1 solution lies in the second box")
-        finally:
-            m.lb, m.ub = original
+        with _box(m, boxed, guide, first):
+            return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
     finally:
         m.rollback(start)
 
 
+@contextmanager
+def _box(m: LinearModel, variables: list[int], guide: Solution, keep: Solution | None = None):
+    """Bound each variable to the floor and ceiling of its guide value (and around `keep`'s value)."""
+    original = (list(m.lb), list(m.ub))
+    for v in variables:
+        lo, hi = math.floor(guide.x[v] + 1e-6), math.ceil(guide.x[v] - 1e-6)
+        if keep is not None:
+            lo, hi = min(lo, round(keep.x[v])), max(hi, round(keep.x[v]))
+        m.lb[v], m.ub[v] = max(original[0][v], lo), min(original[1][v], hi)
+    try:
+        yield
+    finally:
+        m.lb, m.ub = original
+
+
+def _pin_gbps(fm: Formulation, gbps: float) -> None:
+    fm.model.row(fm.delivered(), lb=gbps - GBPS_SLACK * max(1.0, gbps))
+
+
 def _most_gbps(fm: Formulation, relax: bool) -> Solution:
-    """Stage 1, after stage 0 (fewest unplaced workers) when not every worker fits."""
+    """Stage 1. When not every worker fits: the most Gbps, then among those the fewest unplaced workers.
+
+    (A worker left Pending costs no Gbps; a cache host dropped to make room for
+    one would.) The solution returned satisfies both pins; its objective is the Gbps.
+    """
     m: LinearModel = fm.model
     gbps = fm.delivered()
-    try:
-        return m.solve(gbps, maximise=True, relax=relax)
-    except Infeasible:
-        if not fm.unplaced:
-            raise
-    for j, v in fm.unplaced.items():
-        m.ub[v] = fm.problem.fleets[j].replicas
-    fewest = m.solve({v: 1.0 for v in fm.unplaced.values()}, relax=relax)
-    m.row({v: 1.0 for v in fm.unplaced.values()}, ub=fewest.objective + 1e-6)
-    return m.solve(gbps, maximise=True, relax=relax)
+    if not any(m.ub[v] for v in fm.unplaced.values()):
+        try:
+            return m.solve(gbps, maximise=True, relax=relax)
+        except Infeasible:
+            if not fm.unplaced:
+                raise
+        for j, v in fm.unplaced.items():
+            m.ub[v] = fm.problem.fleets[j].replicas
+    most = m.solve(gbps, maximise=True, relax=relax)
+    _pin_gbps(fm, most.objective)
+    unplaced = {v: 1.0 for v in fm.unplaced.values()}
+    fewest = m.solve(unplaced, relax=relax)
+    m.row(unplaced, ub=fewest.objective + 1e-6)
+    return dataclasses.replace(fewest, objective=most.objective)
 
 
 def _calm_then_stable(fm: Formulation, relax: bool, tolerance: float = UTIL_SLACK) -> Solution:
-    """Stage 2 (lowest peak utilisation), then stage 3 (fewest moves, then most caches)."""
+    """Stage 2 (lowest peak utilisation), then stage 3 (fewest moves, then most caches).
+
+    As a guide (relaxed) without a current placement, stage 2 is enough: the
+    box around it holds the cache counts stage 3 then maximises."""
     m: LinearModel = fm.model
     second = m.solve({fm.util: 1.0}, relax=relax)
+    if relax and not fm.moves:
+        return second
     m.row({fm.util: 1.0}, ub=second.objective + tolerance)
     # Moves dominate: one pod moved outweighs every cache host there could be.
     weight = 1.0 + sum(m.ub[v] for v in fm.caches.values())
@@ -152,7 +193,9 @@ def _current(problem: Problem, current: Placement) -> Current:
         for switch, count in by_switch.items():
             if fleet in fleet_index and switch in switch_index:
                 key = (fleet_index[fleet], switch_index[switch])
-                out.workers[key] = out.workers.get(key, 0) + count
+                ring = min(count, current.hashed.get(fleet, {}).get(switch, 0))
+                out.workers[key] = count - ring
+                out.ring[key] = ring
             elif fleet in fleet_index:
                 out.lost += count
     for pool, by_switch in current.caches.items():
@@ -176,15 +219,14 @@ def _cache_class(problem: Problem, p: int | None, s: int | None, node: str) -> t
 
 
 def _fit_to_packing(fm: Formulation, packing: Packing, solution: Solution) -> None:
-    """A switch whose workers did not pack keeps at most the mix that did (any smaller mix packs too)."""
+    """A fleet that did not fit on a switch's nodes gets at most what fitted there (a heuristic cut:
+    other mixes might hold more, so later rounds may cut again)."""
     m = fm.model
-    for s in sorted({s for _, s in packing.shortfall}):
-        for j in range(len(fm.problem.fleets)):
-            terms = [(v, 1.0) for key, v in ((k, fm.local.get(k)) for k in [(j, s)]) if v is not None]
-            terms += [(fm.ring[j, s], 1.0)] if (j, s) in fm.ring else []
-            if terms:
-                planned = int(round(sum(solution.x[v] for v, _ in terms)))
-                m.row(terms, ub=planned - packing.shortfall.get((j, s), 0))
+    for (j, s), short in sorted(packing.shortfall.items()):
+        terms = [(fm.local[j, s], 1.0)] if (j, s) in fm.local else []
+        terms += [(fm.ring[j, s], 1.0)] if (j, s) in fm.ring else []
+        planned = int(round(sum(solution.x[v] for v, _ in terms)))
+        m.row(terms, ub=planned - short)
 
 
 def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Placement | None) -> tuple[Placement, Packing]:
@@ -199,12 +241,20 @@ def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Pla
         n = int(round(x[v]))
         workers[j, s] = workers.get((j, s), 0) + n
         hashed[j, s] = n
-    packing = pack(problem, cache_nodes, workers)
+    packing = pack(problem, cache_nodes, workers, keep=_current_counts(problem, current))
     for key, short in packing.shortfall.items():
         workers[key] -= short
         hashed[key] = min(hashed.get(key, 0), workers[key])
     placement = to_placement(problem, cache_nodes, workers, hashed)
     return placement, packing
+
+
+def _current_counts(problem: Problem, current: Placement | None) -> dict[tuple[int, int], int]:
+    if current is None:
+        return {}
+    switch_index = {sw.name: s for s, sw in enumerate(problem.switches)}
+    return {(j, switch_index[sw]): n for j, f in enumerate(problem.fleets)
+            for sw, n in current.workers.get(f.name, {}).items() if sw in switch_index}
 
 
 def choose_cache_nodes(problem: Problem, count: dict[tuple[int, int, int], int],

@@ -216,7 +216,8 @@ def test_losing_a_cache_host_moves_only_what_the_objective_needs():
     # One 45 Gbps cache left: at peak utilisation 0 its rack needs 23 two-Gbps readers.
     assert again.predicted_gbps == pytest.approx(45)
     assert again.placement.workers["f"]["s1"] == 23
-    assert again.moves == max(0, 23 - on_s1) + 1               # the readers it must gain, and the lost cache pod
+    # Moved: the lost cache pod, and every s0 reader: to s1, or to the ring (a new endpoint).
+    assert again.moves == 1 + (30 - on_s1)
 
 
 def test_every_planned_pod_has_a_node_with_room():

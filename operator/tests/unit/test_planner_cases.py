@@ -45,3 +45,21 @@ def total_workers(plan, fleet_name: str) -> int:
 
 def peak(plan) -> float:
     return max(u.utilisation for u in plan.uplinks)
+
+
+def describe(topo, pools, fleets) -> str:
+    """A compact one-screen description, for hypothesis to print with a failing example."""
+    lines = [f"wan {topo.wan_gbps:g}"]
+    for s in topo.switches:
+        hosts = ", ".join(f"{h.name}(cpu {h.cpu_millis // 1000}, mem {h.memory_bytes >> 30}Gi, pods {h.pods}, "
+                          f"nic {h.nic_gbps:g}{', nvme' if 'switchyard.dev/nvme' in h.labels else ''}"
+                          f"{', zone' if 'zone' in h.labels else ''})" for h in s.hosts)
+        lines.append(f"{s.name} uplink {s.uplink_gbps:g}: {hosts}")
+    for p in pools:
+        b = p.body
+        lines.append(f"pool {p.name}: serve {b.serve_gbps:g} miss {b.miss_ratio:g} max/switch {b.max_hosts_per_switch} "
+                     f"selector {dict(b.node_selector)}")
+    for f in fleets:
+        b = f.body
+        lines.append(f"fleet {f.name}: {b.replicas} x {b.cores} cores {b.memory_gib:g}Gi read {b.read_gbps:g} pool {b.pool}")
+    return "\n".join(lines)
