@@ -114,9 +114,10 @@ def test_sweep_expiry_removes_expired_objects_at_measurement(minio: MinioServer)
     first = tracker.observe(s3, spec, NOW, 0.0, RESYNC)
     assert first.rules_set == [] and s3.lifetime_days(name) is None  # the operator sweeps; no rule
     minio.upload(name, 25)
-    fresh = tracker.observe(s3, spec, NOW + datetime.timedelta(days=1), 31.0, RESYNC)
+    newest = max(o["LastModified"] for o in minio.boto().list_objects_v2(Bucket=name)["Contents"])  # the server's clock
+    fresh = tracker.observe(s3, spec, newest + datetime.timedelta(days=1), 31.0, RESYNC)
     assert fresh.swept == {} and fresh.buckets[0]["objects"] == 25
-    later = tracker.observe(s3, spec, NOW + datetime.timedelta(days=2, minutes=1), 62.0, RESYNC)
+    later = tracker.observe(s3, spec, newest + datetime.timedelta(days=2), 62.0, RESYNC)
     assert later.swept == {name: (25, sum(i % 97 for i in range(25)))}
     assert later.buckets[0]["objects"] == 0 and later.buckets[0]["expiredRemoved"] == 25
     assert later.buckets[0]["expiry"] == "Sweep"
