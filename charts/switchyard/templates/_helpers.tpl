@@ -109,4 +109,9 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]
+# kopf follows namespaces as they come and go, in namespaced mode too (refused, it
+# retries for about a minute at every start before falling back to the list it got).
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
 {{- end }}

@@ -21,7 +21,7 @@ from switchyard.apply import RESOURCES
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "switchyard"
 CACHE = pathlib.Path(os.environ.get("SWITCHYARD_CACHE", pathlib.Path.home() / ".cache" / "switchyard"))
-KUBE_VERSION = "1.31.4"  # the local cluster's; a go-installed helm otherwise assumes v1.20
+KUBE_VERSION = "1.31.4"  # the local cluster's (a go-installed helm otherwise assumes v1.20)
 MONITORING = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
               "--api-versions", "monitoring.coreos.com/v1/PodMonitor"]
 
@@ -181,7 +181,8 @@ def test_cluster_mode_rbac_is_least_privilege_and_covers_what_the_operator_calls
 def test_namespaced_mode_grants_only_the_watched_namespaces():
     docs = render(*VALUE_SETS["namespaced"])
     cluster_rules = _rules(one(docs, "ClusterRole"))
-    assert set(cluster_rules) == {("", "nodes"), ("apiextensions.k8s.io", "customresourcedefinitions")}
+    assert set(cluster_rules) == {("", "nodes"), ("", "namespaces"), ("apiextensions.k8s.io", "customresourcedefinitions")}
+    assert all(verbs == {"list", "watch"} for verbs in cluster_rules.values())
     roles = by_kind(docs, "Role")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     bindings = by_kind(docs, "RoleBinding")
@@ -191,7 +192,7 @@ def test_namespaced_mode_grants_only_the_watched_namespaces():
     for role in roles:
         rules = _rules(role)
         assert ("", "secrets") in rules and ("switchyard.dev", "analysisfacilities") in rules
-        assert ("", "nodes") not in rules and ("", "namespaces") not in rules
+        assert ("", "nodes") not in rules and ("", "namespaces") not in rules and ("", "pods") in rules
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
 
