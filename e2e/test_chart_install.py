@@ -9,7 +9,7 @@ authorised by the chart's Roles and nothing else; the sample facility must
 become Ready without a single "forbidden". `helm uninstall` must then leave
 nothing behind but the CRDs, as the chart's NOTES and README say.
 
-Run alone on its own cluster: SWITCHYARD_E2E_CLUSTER=sy-chart pytest e2e/test_chart.py
+Run alone on its own cluster: SWITCHYARD_E2E_CLUSTER=sy-chart pytest e2e/test_chart_install.py
 """
 
 from __future__ import annotations
