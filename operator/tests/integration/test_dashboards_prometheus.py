@@ -142,6 +142,9 @@ def prometheus(facility):
                           timeout=60, what="both reads (summary and file closes) in Prometheus")
             prom.wait_for(lambda: prom.query("switchyard_plan_predicted_gbps") and prom.query("switchyard_fleet_ready_workers > 0"),
                           timeout=120, what="plan gauges and ready workers in Prometheus")
+            # Rates need a reconcile between two scrapes (the timer runs every 2 s).
+            prom.wait_for(lambda: (prom.value(f"sum(increase(switchyard_reconcile_duration_seconds_count[{RATE_WINDOW}]))") or 0) > 0,
+                          timeout=60, what="a reconcile while Prometheus scrapes")
             yield prom
     finally:
         cache.daemon.stop()
