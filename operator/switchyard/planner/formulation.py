@@ -101,14 +101,21 @@ def formulate(problem: Problem, mode: str, current: Current | None = None) -> Fo
             if f.pool is not None:
                 fm.ring[j, s] = m.var(0, slots, integer=True)
 
+    by_fleet: dict[int, list[int]] = {}
+    by_switch: dict[int, dict[int, list[int]]] = {}
+    for (j, s), v in _workers(fm):
+        by_fleet.setdefault(j, []).append(v)
+        by_switch.setdefault(s, {}).setdefault(j, []).append(v)
     for j, f in enumerate(fleets):
         if f.replicas:
             fm.unplaced[j] = m.var(0, 0, integer=True)   # opened only when the cluster is too small
-            m.row([(fm.unplaced[j], 1.0)] + [(v, 1.0) for (jj, _), v in _workers(fm) if jj == j],
-                  lb=f.replicas, ub=f.replicas)
+            m.row([(fm.unplaced[j], 1.0)] + [(v, 1.0) for v in by_fleet.get(j, [])], lb=f.replicas, ub=f.replicas)
 
+    caches_by_switch: dict[int, list] = {}
+    for (p, s, k), v in fm.caches.items():
+        caches_by_switch.setdefault(s, []).append((p, k, v))
     for s, sw in enumerate(problem.switches):
-        _switch_capacity(fm, s)
+        _switch_capacity(fm, s, by_switch.get(s, {}), caches_by_switch.get(s, []))
         for k, nc in enumerate(sw.classes):
             hosts = [(v, 1.0) for (p, ss, kk), v in fm.caches.items() if ss == s and kk == k]
             if len(hosts) > 1:
@@ -129,7 +136,7 @@ def _workers(fm: Formulation):
     yield from fm.ring.items()
 
 
-def _switch_capacity(fm: Formulation, s: int) -> None:
+def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], caches: list) -> None:
     """CPU, memory, pods and NIC per node class, and node-level slots per fleet and class.
 
     Each fleet's workers on the switch are split over its node classes by
@@ -140,10 +147,6 @@ def _switch_capacity(fm: Formulation, s: int) -> None:
     problem, m = fm.problem, fm.model
     sw = problem.switches[s]
     fleets, pools = problem.fleets, problem.pools
-    workers: dict[int, list[int]] = {}
-    for (j, ss), v in _workers(fm):
-        if ss == s:
-            workers.setdefault(j, []).append(v)
     if not workers:
         return
     split: dict[tuple[int, int], int] = {}
@@ -155,7 +158,7 @@ def _switch_capacity(fm: Formulation, s: int) -> None:
             split[j, k] = m.var(0.0)
         m.row([(split[j, k], 1.0) for k in fits] + [(v, -1.0) for v in workers[j]], lb=0.0, ub=0.0)
     for k, nc in enumerate(sw.classes):
-        hosts = [(p, v) for (p, ss, kk), v in fm.caches.items() if ss == s and kk == k]
+        hosts = [(p, v) for p, kk, v in caches if kk == k]
         placed = {j: ([(split[j, k], 1.0)] if (j, k) in split else []) if len(sw.classes) > 1
                   else [(v, 1.0) for v in workers[j]] for j in workers}
         dims = (
@@ -212,6 +215,12 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
                 wan += [(v, pool.miss_ratio) for v, _ in served]
                 if ring and mode in ("auto", "local"):
                     _exclusive(fm, p, s, o, serve_max, hosts, ring, replicas)
+                if local:
+                    # local readers only next to a cache host of their pool
+                    m.row([(v, 1.0) for v, _ in local] + [(v, -replicas) for v, _ in hosts], ub=0.0)
+            else:
+                for v, _ in local:
+                    m.ub[v] = 0.0      # no cache of the pool can be here: its workers read the ring
         m.row([(v, 1.0) for (pp, _), v in fm.ring_serve.items() if pp == p]
               + [(v, -1.0) for (pp, _), v in fm.reads_ring.items() if pp == p], lb=0.0, ub=0.0)
     for s, sw in enumerate(problem.switches):

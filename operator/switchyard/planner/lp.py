@@ -12,7 +12,6 @@ from typing import Iterable, Mapping
 
 import highspy
 import numpy as np
-from scipy.sparse import csc_array
 
 INF = float("inf")
 # Branch-and-bound nodes per solve: a deterministic cap (a time limit would
@@ -41,21 +40,33 @@ class Infeasible(Exception):
 
 
 class LinearModel:
+    """Variables and rows, solved by one HiGHS instance that is kept between solves.
+
+    Each solve passes HiGHS only what changed since the last (rows added or
+    rolled back, bounds, integrality, objective), so a later LP stage starts
+    from the previous stage's basis. Variables are only added before the
+    first solve.
+    """
+
     def __init__(self) -> None:
         self.lb: list[float] = []
         self.ub: list[float] = []
         self.integer: list[bool] = []
         self._cols: list[int] = []
-        self._rows: list[int] = []
         self._vals: list[float] = []
+        self._row_start: list[int] = []     # index into _cols/_vals where each row's entries start
         self.row_lb: list[float] = []
         self.row_ub: list[float] = []
+        self._highs: highspy.Highs | None = None
+        self._synced = 0                    # rows HiGHS holds
 
     @property
     def size(self) -> int:
         return len(self.lb)
 
     def var(self, lb: float = 0.0, ub: float = INF, integer: bool = False) -> int:
+        if self._highs is not None:
+            raise RuntimeError("variables are added before the first solve")
         self.lb.append(lb)
         self.ub.append(ub)
         self.integer.append(integer)
@@ -63,52 +74,39 @@ class LinearModel:
 
     def row(self, terms: Iterable[tuple[int, float]] | Mapping[int, float], lb: float = -INF, ub: float = INF) -> int:
         items = terms.items() if isinstance(terms, Mapping) else terms
-        index = len(self.row_lb)
+        self._row_start.append(len(self._cols))
         for col, coef in items:
             if coef:
-                self._rows.append(index)
                 self._cols.append(col)
                 self._vals.append(coef)
         self.row_lb.append(lb)
         self.row_ub.append(ub)
-        return index
+        return len(self.row_lb) - 1
 
     def mark(self) -> int:
         """A point to roll rows back to (stage pins are temporary)."""
         return len(self.row_lb)
 
     def rollback(self, mark: int) -> None:
-        keep = [i for i, r in enumerate(self._rows) if r < mark]
-        self._rows = [self._rows[i] for i in keep]
-        self._cols = [self._cols[i] for i in keep]
-        self._vals = [self._vals[i] for i in keep]
-        del self.row_lb[mark:]
-        del self.row_ub[mark:]
+        if mark >= len(self.row_lb):
+            return
+        cut = self._row_start[mark]
+        del self._cols[cut:], self._vals[cut:], self._row_start[mark:], self.row_lb[mark:], self.row_ub[mark:]
 
     def solve(self, objective: Mapping[int, float], maximise: bool = False, relax: bool = False,
-              gap: float = 1e-4) -> Solution:
-        n, rows = self.size, len(self.row_lb)
+              gap: float = 1e-4, abs_gap: float = 1e-6) -> Solution:
+        n = self.size
         cost = np.zeros(n)
         for i, coef in objective.items():
             cost[i] += coef
-        a = csc_array((self._vals, (self._rows, self._cols)), shape=(rows, n))
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n, rows
-        lp.col_cost_ = cost
-        lp.col_lower_, lp.col_upper_ = np.array(self.lb), np.array(self.ub)
-        lp.row_lower_, lp.row_upper_ = np.array(self.row_lb), np.array(self.row_ub)
-        lp.sense_ = highspy.ObjSense.kMaximize if maximise else highspy.ObjSense.kMinimize
-        matrix = lp.a_matrix_
-        matrix.format_ = highspy.MatrixFormat.kColwise
-        matrix.num_col_, matrix.num_row_ = n, rows
-        matrix.start_, matrix.index_, matrix.value_ = a.indptr, a.indices, a.data
-        if not relax and any(self.integer):
-            lp.integrality_ = [_INTEGER if i else _CONTINUOUS for i in self.integer]
-        h = highspy.Highs()
-        for option, value in (("output_flag", False), ("mip_max_nodes", NODE_LIMIT), ("mip_rel_gap", gap),
-                              ("threads", 1), ("random_seed", 0)):
+        h = self._sync()
+        h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
+        h.changeColsBounds(n, np.arange(n, dtype=np.int32), np.array(self.lb), np.array(self.ub))
+        integrality = [_CONTINUOUS] * n if relax else [_INTEGER if i else _CONTINUOUS for i in self.integer]
+        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(integrality))
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximise else highspy.ObjSense.kMinimize)
+        for option, value in (("mip_rel_gap", gap), ("mip_abs_gap", abs_gap)):
             h.setOptionValue(option, value)
-        h.passModel(lp)
         h.run()
         status = h.getModelStatus()
         if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
@@ -119,3 +117,27 @@ class LinearModel:
         x = np.asarray(h.getSolution().col_value)
         return Solution(x=x, objective=float(info.objective_function_value),
                         optimal=status == highspy.HighsModelStatus.kOptimal)
+
+    def _sync(self) -> highspy.Highs:
+        """Create the HiGHS instance, or bring its rows in line with ours."""
+        rows = len(self.row_lb)
+        if self._highs is None:
+            h = self._highs = highspy.Highs()
+            # primal simplex: each stage changes the objective, so the last basis stays primal feasible
+            for option, value in (("output_flag", False), ("mip_max_nodes", NODE_LIMIT), ("threads", 1),
+                                  ("random_seed", 0), ("simplex_strategy", 4)):
+                h.setOptionValue(option, value)
+            h.addVars(self.size, np.array(self.lb), np.array(self.ub))
+            self._synced = 0
+        h = self._highs
+        if self._synced > rows:
+            h.deleteRows(self._synced - rows, np.arange(rows, self._synced, dtype=np.int32))
+            self._synced = rows
+        if self._synced < rows:
+            first = self._row_start[self._synced]
+            starts = np.array(self._row_start[self._synced:], dtype=np.int32) - first
+            h.addRows(rows - self._synced, np.array(self.row_lb[self._synced:]), np.array(self.row_ub[self._synced:]),
+                      len(self._cols) - first, starts, np.array(self._cols[first:], dtype=np.int32),
+                      np.array(self._vals[first:]))
+            self._synced = rows
+        return h

@@ -24,33 +24,78 @@ EPS = 1e-9
 class Packing:
     nodes: Mapping[str, Mapping[str, int]]        # node -> pod kind ("cache:<pool>" or fleet) -> count
     shortfall: Mapping[tuple[int, int], int]      # (fleet, switch) -> workers that did not fit
+    free: Mapping[str, tuple[float, ...]] = None  # node -> room left: CPU millis, memory bytes, pods, NIC Gbps
 
     def pods_on(self, node: str) -> int:
         return sum(self.nodes.get(node, {}).values())
 
 
 def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]],
-         workers: Mapping[tuple[int, int], int], keep: Mapping[tuple[int, int], int] | None = None) -> Packing:
+         workers: Mapping[tuple[int, int], int], keep: Mapping[tuple[int, int], int] | None = None,
+         exact: bool = True) -> Packing:
     """cache_nodes: (pool, switch) -> nodes; workers: (fleet, switch) -> count.
 
-    keep: counts that run today; when not every worker fits, those stay first."""
+    keep: counts that run today; when not every worker fits, those stay first.
+    exact=False skips the per-switch MILP (the greedy fill's leftovers are the shortfall)."""
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
+    left: dict[str, tuple[float, ...]] = {}
     for s in range(len(problem.switches)):
         free = _free_after_caches(problem, s, cache_nodes, out)
         wanted = {j: n for (j, ss), n in workers.items() if ss == s and n > 0}
         placed = _greedy(problem, free, wanted)
-        if _count(placed) != wanted:
+        if exact and _count(placed) != wanted:
             placed = _exact(problem, free, wanted, {j: n for (j, ss), n in (keep or {}).items() if ss == s})
         for (j, name), count in placed.items():
             if count:
                 slot = out.setdefault(name, {})
                 slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
+                size = _size(problem, j)
+                free[name] = [free[name][i] - count * size[i] for i in range(4)]
         for j, n in wanted.items():
             got = sum(c for (jj, _), c in placed.items() if jj == j)
             if got < n:
                 shortfall[j, s] = n - got
-    return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall)
+        left.update((name, tuple(room)) for name, room in free.items())
+    return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall, left)
+
+
+def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int], hashed: dict[tuple[int, int], int],
+             packing: Packing, unplaced: Mapping[tuple[int, None], int] = {}) -> Packing:
+    """Workers that fit nowhere on their switch (and workers the plan left unplaced, keyed (fleet, None))
+    go to nodes with room elsewhere: ring readers there, unless they join local readers of their fleet.
+    `workers` and `hashed` are updated in place; what still fits nowhere is the shortfall (Pending)."""
+    free = {n: list(r) for n, r in packing.free.items()}
+    nodes = {n: dict(kinds) for n, kinds in packing.nodes.items()}
+    switch_nodes = [[n for c in sw.classes for n in c.nodes] for sw in problem.switches]
+    shortfall = {}
+    leftovers = sorted(packing.shortfall.items()) + sorted(unplaced.items())
+    for (j, s), short in leftovers:
+        size, fleet = _size(problem, j), problem.fleets[j]
+        # where the fleet already runs first, then the rest, each by name
+        order = sorted(range(len(problem.switches)), key=lambda t: (t == s, workers.get((j, t), 0) == 0, problem.switches[t].name))
+        for t in order:
+            if not short or t == s:
+                continue
+            for name in switch_nodes[t]:
+                take = min(short, _fit(free[name], size))
+                if not take:
+                    continue
+                for i in range(4):
+                    free[name][i] -= take * size[i]
+                nodes.setdefault(name, {})[fleet.name] = nodes.get(name, {}).get(fleet.name, 0) + take
+                local = workers.get((j, t), 0) - hashed.get((j, t), 0) > 0 and fleet.pool is not None \
+                    and (fleet.pool, t) in cache_nodes
+                workers[j, t] = workers.get((j, t), 0) + take
+                if not local:
+                    hashed[j, t] = hashed.get((j, t), 0) + take
+                short -= take
+                if not short:
+                    break
+        if short:
+            shortfall[j, -1 if s is None else s] = short
+    return Packing({n: dict(sorted(v.items())) for n, v in sorted(nodes.items())}, shortfall,
+                   {n: tuple(r) for n, r in free.items()})
 
 
 def _count(placed: dict[tuple[int, str], int]) -> dict[int, int]:

@@ -23,7 +23,7 @@ from .flow import evaluate
 from .formulation import Current, Formulation, formulate
 from .lp import Infeasible, LinearModel, Solution
 from .model import FleetRequest, Placement, Plan, PoolRequest
-from .packing import Packing, pack
+from .packing import Packing, pack, relocate
 from .problem import Problem, build_problem
 
 NAME = "milp"
@@ -32,6 +32,10 @@ UTIL_SLACK = 1e-6      # absolute, on utilisation (0..1)
 # Peak utilisations this close count as equal in the integer stages, so a
 # re-plan does not move pods for a gain nobody could measure.
 UTIL_TOLERANCE = 0.005
+# The box reaches this many workers past the floor and ceiling of each LP value.
+BOX_SLACK = 0
+# Large models solve stage 1 to this relative gap (the box is accepted within it).
+STAGE1_GAP = 1e-3
 # Up to this many integers, stages 2 and 3 search the whole space; above, the box.
 EXACT_LIMIT = 300
 # Re-solves when a switch's planned workers do not pack onto its nodes.
@@ -43,17 +47,20 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
     problem = build_problem(topology, pools, fleets)
     fm = formulate(problem, routing, _current(problem, current) if current is not None else None)
     bound = None
-    for _ in range(PACKING_ROUNDS):
+    # Small models re-solve with a cut when a switch's workers do not pack; large ones
+    # (and what is left after the rounds) move the leftover workers to nodes with room.
+    rounds = PACKING_ROUNDS if len(fm.integers()) <= EXACT_LIMIT else 1
+    for round_ in range(rounds):
         relaxed_gbps, solution = solve(fm)
         if bound is None:   # before any packing restriction: those are not valid inequalities
             bound = relaxed_gbps if routing == "auto" else upper_bound(problem)
-        placement, packing = _realise(problem, fm, solution, current)
-        if not packing.shortfall:
+        placement, packing = _realise(problem, fm, solution, current, repair=round_ == rounds - 1)
+        if not any(s >= 0 for _, s in packing.shortfall):
             break
         _fit_to_packing(fm, packing, solution)
     weights = _ring_weights(topology, problem, fm, solution, placement)
     flow = evaluate(topology, pools, fleets, placement, weights)
-    unplaced = {problem.fleets[j].name: int(round(solution.x[v])) for j, v in fm.unplaced.items()}
+    unplaced: dict[str, int] = {}
     for (j, _), count in packing.shortfall.items():
         name = problem.fleets[j].name
         unplaced[name] = unplaced.get(name, 0) + count
@@ -82,44 +89,158 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
     """(LP-relaxation Gbps, integer solution), stage by stage.
 
     Small models (up to EXACT_LIMIT integers) are solved exactly, stage after
-    stage. Larger ones are solved as LPs first; the integer stages then search
-    the box of roundings around that LP solution (each integer between the
-    floor and ceiling of its LP value). If no rounding in the box reaches the
-    LP's Gbps, stage 1 is solved exactly over the whole space and stages 2
-    and 3 search a box widened to take in that solution, which keeps it
-    feasible. Stage 2 (a min-max) is what branch and bound cannot finish at
-    thousands of integers; stage 1 alone it can, but slower than the box.
+    stage. Stage 2 (a min-max) is what branch and bound cannot finish at
+    thousands of integers, so larger models go in three steps:
+
+    1. cache counts: rounded up from the LP's stage-2 (3) solution as far as
+       nodes and maxHostsPerSwitch allow (a cache host more never costs
+       Gbps unless its node's room was needed for workers), else to the
+       nearest; if both lose more than STAGE1_GAP of the LP's Gbps, a MILP
+       with only cache counts and routing flags integer picks them. The
+       counts are then fixed.
+    2. a guide: stages 2 and 3 as LPs at that Gbps.
+    3. the integer stages over a box: each worker count between the floor and
+       ceiling of its guide value.
+
+    If the box holds no rounding within STAGE1_GAP, stage 1 is solved over the
+    whole space and stages 2 and 3 search a box widened to take in that
+    solution, which keeps it feasible.
     """
     m = fm.model
     start = m.mark()
-    boxed = [v for v in fm.integers() if v not in fm.flags]
+    caches = sorted(fm.caches.values())
+    workers = [v for v in fm.integers() if v not in fm.flags and v not in fm.caches.values()]
     try:
         relaxed = _most_gbps(fm, relax=True)
-        if len(boxed) <= EXACT_LIMIT:
-            m.rollback(start)
+        m.rollback(start)
+        if len(fm.integers()) <= EXACT_LIMIT:
             _pin_gbps(fm, _most_gbps(fm, relax=False).objective)
             return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
         _pin_gbps(fm, relaxed.objective)
-        guide = _calm_then_stable(fm, relax=True)
+        calm = _calm_then_stable(fm, relax=True)
         m.rollback(start)
-        with _box(m, boxed, guide):
-            try:
-                first = _most_gbps(fm, relax=False)
-                if first.objective >= relaxed.objective - GBPS_SLACK * max(1.0, relaxed.objective):
-                    _pin_gbps(fm, first.objective)
-                    return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
-            except Infeasible:
-                pass
-        m.rollback(start)
-        first = _most_gbps(fm, relax=False)
+        for counts in (_rounded_caches(fm, calm, math.ceil), _rounded_caches(fm, calm, round), None):
+            if counts is None:
+                counts = _cache_counts(fm)
+                m.rollback(start)
+            with _fixed(m, caches, counts):
+                solution = _boxed_stages(fm, workers, relaxed.objective, start)
+            if solution is not None:
+                return relaxed.objective, solution
+        first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
         _pin_gbps(fm, first.objective)
         pinned = m.mark()
-        guide = _calm_then_stable(fm, relax=True)
+        guide = _uncrossed(fm, _calm_then_stable(fm, relax=True))
         m.rollback(pinned)
-        with _box(m, boxed, guide, first):
+        with _box(m, workers, guide, first):
             return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
     finally:
         m.rollback(start)
+
+
+def _boxed_stages(fm: Formulation, workers: list[int], relaxed_gbps: float, start: int) -> Solution | None:
+    """Steps 2 and 3 with the cache counts fixed; None if they cannot keep the Gbps within STAGE1_GAP."""
+    m = fm.model
+    target = relaxed_gbps * (1 - STAGE1_GAP) - 1e-6
+    try:
+        if _most_gbps(fm, relax=True).objective < target:
+            return None
+        m.row(fm.delivered(), lb=target)
+        guide = _uncrossed(fm, _calm_then_stable(fm, relax=True))
+        m.rollback(start)
+        with _box(m, workers, guide):
+            first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
+            if first.objective < target:
+                return None
+            _pin_gbps(fm, first.objective)
+            return _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
+    except Infeasible:
+        return None
+    finally:
+        m.rollback(start)
+
+
+def _rounded_caches(fm: Formulation, guide: Solution, rounding) -> Solution:
+    """Cache counts rounded (up, or to the nearest), within each class's nodes and each pool's maxHostsPerSwitch."""
+    x = guide.x.copy()
+    on_class: dict[tuple[int, int], int] = {}
+    on_switch: dict[tuple[int, int], int] = {}
+    for (p, s, k), v in sorted(fm.caches.items()):
+        room = min(fm.problem.switches[s].classes[k].count - on_class.get((s, k), 0),
+                   fm.problem.pools[p].max_hosts_per_switch - on_switch.get((p, s), 0), fm.model.ub[v])
+        x[v] = max(0, min(rounding(guide.x[v] - 1e-6 if rounding is math.ceil else guide.x[v]), room))
+        on_class[s, k] = on_class.get((s, k), 0) + int(x[v])
+        on_switch[p, s] = on_switch.get((p, s), 0) + int(x[v])
+    return dataclasses.replace(guide, x=x)
+
+
+def _cache_counts(fm: Formulation) -> Solution:
+    """Stage 1 with only cache counts and routing flags integer (then, with a current placement, fewest moves)."""
+    m = fm.model
+    workers = [v for v in fm.integers() if v not in fm.flags and v not in fm.caches.values()]
+    with _continuous(m, workers):
+        counted = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
+        if fm.moves:
+            _pin_gbps(fm, counted.objective, STAGE1_GAP)
+            counted = m.solve(fm.moves, gap=STAGE1_GAP)
+    return counted
+
+
+@contextmanager
+def _continuous(m: LinearModel, variables: list[int]):
+    saved = [m.integer[v] for v in variables]
+    for v in variables:
+        m.integer[v] = False
+    try:
+        yield
+    finally:
+        for v, integer in zip(variables, saved):
+            m.integer[v] = integer
+
+
+@contextmanager
+def _fixed(m: LinearModel, variables: list[int], at: Solution):
+    saved = [(m.lb[v], m.ub[v]) for v in variables]
+    for v in variables:
+        m.lb[v] = m.ub[v] = round(at.x[v])
+    try:
+        yield
+    finally:
+        for v, (lo, hi) in zip(variables, saved):
+            m.lb[v], m.ub[v] = lo, hi
+
+
+def _uncrossed(fm: Formulation, guide: Solution) -> Solution:
+    """The same LP point, with no switch both serving and reading a pool's ring.
+
+    The LP may have a switch export ring bytes while its own ring readers
+    import as many: that is delta less export and import and delta more local
+    reads (workers turned from ring to local readers), no worse on any
+    capacity. Rounding around the crossed point would clash with the auto
+    model's rule that ring serving and ring reading never share a switch.
+    """
+    if fm.mode != "auto":
+        return guide
+    x = guide.x.copy()
+    fleets = fm.problem.fleets
+    for (p, s), serve in fm.ring_serve.items():
+        read, local = fm.reads_ring.get((p, s)), fm.reads_local.get((p, s))
+        if read is None or local is None:
+            continue
+        delta = min(x[serve], x[read])
+        if delta <= 1e-9:
+            continue
+        x[serve] -= delta
+        x[read] -= delta
+        x[local] += delta
+        for j in sorted(j for j, f in enumerate(fleets) if f.pool == p and (j, s) in fm.ring and (j, s) in fm.local):
+            shift = min(x[fm.ring[j, s]], delta / fleets[j].read_gbps)
+            x[fm.ring[j, s]] -= shift
+            x[fm.local[j, s]] += shift
+            delta -= shift * fleets[j].read_gbps
+            if delta <= 1e-9:
+                break
+    return dataclasses.replace(guide, x=x)
 
 
 @contextmanager
@@ -127,7 +248,7 @@ def _box(m: LinearModel, variables: list[int], guide: Solution, keep: Solution |
     """Bound each variable to the floor and ceiling of its guide value (and around `keep`'s value)."""
     original = (list(m.lb), list(m.ub))
     for v in variables:
-        lo, hi = math.floor(guide.x[v] + 1e-6), math.ceil(guide.x[v] - 1e-6)
+        lo, hi = math.floor(guide.x[v] + 1e-6) - BOX_SLACK, math.ceil(guide.x[v] - 1e-6) + BOX_SLACK
         if keep is not None:
             lo, hi = min(lo, round(keep.x[v])), max(hi, round(keep.x[v]))
         m.lb[v], m.ub[v] = max(original[0][v], lo), min(original[1][v], hi)
@@ -137,11 +258,11 @@ def _box(m: LinearModel, variables: list[int], guide: Solution, keep: Solution |
         m.lb, m.ub = original
 
 
-def _pin_gbps(fm: Formulation, gbps: float) -> None:
-    fm.model.row(fm.delivered(), lb=gbps - GBPS_SLACK * max(1.0, gbps))
+def _pin_gbps(fm: Formulation, gbps: float, slack: float = GBPS_SLACK) -> None:
+    fm.model.row(fm.delivered(), lb=gbps - slack * max(1.0, gbps))
 
 
-def _most_gbps(fm: Formulation, relax: bool) -> Solution:
+def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4) -> Solution:
     """Stage 1. When not every worker fits: the most Gbps, then among those the fewest unplaced workers.
 
     (A worker left Pending costs no Gbps; a cache host dropped to make room for
@@ -151,13 +272,13 @@ def _most_gbps(fm: Formulation, relax: bool) -> Solution:
     gbps = fm.delivered()
     if not any(m.ub[v] for v in fm.unplaced.values()):
         try:
-            return m.solve(gbps, maximise=True, relax=relax)
+            return m.solve(gbps, maximise=True, relax=relax, gap=gap)
         except Infeasible:
             if not fm.unplaced:
                 raise
         for j, v in fm.unplaced.items():
             m.ub[v] = fm.problem.fleets[j].replicas
-    most = m.solve(gbps, maximise=True, relax=relax)
+    most = m.solve(gbps, maximise=True, relax=relax, gap=gap)
     _pin_gbps(fm, most.objective)
     unplaced = {v: 1.0 for v in fm.unplaced.values()}
     fewest = m.solve(unplaced, relax=relax)
@@ -171,7 +292,8 @@ def _calm_then_stable(fm: Formulation, relax: bool, tolerance: float = UTIL_SLAC
     As a guide (relaxed) without a current placement, stage 2 is enough: the
     box around it holds the cache counts stage 3 then maximises."""
     m: LinearModel = fm.model
-    second = m.solve({fm.util: 1.0}, relax=relax)
+    # Peaks within the tolerance count as equal, so the search may stop that close to the best.
+    second = m.solve({fm.util: 1.0}, relax=relax, abs_gap=tolerance / 2)
     if relax and not fm.moves:
         return second
     m.row({fm.util: 1.0}, ub=second.objective + tolerance)
@@ -223,13 +345,16 @@ def _fit_to_packing(fm: Formulation, packing: Packing, solution: Solution) -> No
     other mixes might hold more, so later rounds may cut again)."""
     m = fm.model
     for (j, s), short in sorted(packing.shortfall.items()):
+        if s < 0:
+            continue        # left unplaced by the plan itself, not by packing
         terms = [(fm.local[j, s], 1.0)] if (j, s) in fm.local else []
         terms += [(fm.ring[j, s], 1.0)] if (j, s) in fm.ring else []
         planned = int(round(sum(solution.x[v] for v, _ in terms)))
         m.row(terms, ub=planned - short)
 
 
-def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Placement | None) -> tuple[Placement, Packing]:
+def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Placement | None,
+             repair: bool = False) -> tuple[Placement, Packing]:
     x = solution.x
     count = {key: int(round(x[v])) for key, v in fm.caches.items()}
     cache_nodes = choose_cache_nodes(problem, count, current)
@@ -241,10 +366,23 @@ def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Pla
         n = int(round(x[v]))
         workers[j, s] = workers.get((j, s), 0) + n
         hashed[j, s] = n
-    packing = pack(problem, cache_nodes, workers, keep=_current_counts(problem, current))
+    keep = _current_counts(problem, current)
+    # Large models skip the exact per-switch packing: the few workers the greedy fill
+    # leaves over are relocated below instead.
+    packing = pack(problem, cache_nodes, workers, keep=keep, exact=len(fm.integers()) <= EXACT_LIMIT)
     for key, short in packing.shortfall.items():
         workers[key] -= short
         hashed[key] = min(hashed.get(key, 0), workers[key])
+    # Workers the plan could not place are offered any room left; when the plan is final,
+    # so are those that did not pack on their switch (earlier rounds re-solve with a cut instead).
+    unplaced = {(j, None): int(round(x[v])) for j, v in fm.unplaced.items() if round(x[v])}
+    if unplaced or (repair and packing.shortfall):
+        kept = {} if repair else dict(packing.shortfall)
+        if kept:
+            packing = dataclasses.replace(packing, shortfall={})
+        packing = relocate(problem, cache_nodes, workers, hashed, packing, unplaced)
+        if kept:
+            packing = dataclasses.replace(packing, shortfall={**packing.shortfall, **kept})
     placement = to_placement(problem, cache_nodes, workers, hashed)
     return placement, packing
 

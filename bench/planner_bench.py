@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""Planner benchmark: plan quality against the LP bound and the baselines, planning time, stability.
+
+Cases: the Chicago-like and Nebraska-like facilities in bench/topologies/, and
+generated families up to 5,000 nodes, 100 switches and 20 fleets. For each:
+predicted Gbps / LP bound, peak uplink utilisation, Gbps against each
+baseline, planning time, and pods moved after one node is lost. Writes
+bench/results/planner.md, planner.json and planner.png. Only measured figures
+go in; the targets are checked against them.
+
+    python3 bench/planner_bench.py [--quick] [--out bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+import random
+import statistics
+import sys
+import time
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "operator"))
+
+from switchyard.api import AnalysisFacilitySpec  # noqa: E402
+from switchyard.api.workerfleet import InlineFleet  # noqa: E402
+from switchyard.api.xcachepool import InlinePool  # noqa: E402
+from switchyard.planner import FleetRequest, Placement, PoolRequest, baselines, plan  # noqa: E402
+from switchyard.planner.flow import evaluate  # noqa: E402
+from switchyard.planner.packing import witness  # noqa: E402
+from switchyard.topology import SwitchNodes, Topology, TopologyFile, load_topology, snapshot  # noqa: E402
+
+TARGET_BOUND_RATIO = 0.99
+TARGET_CHICAGO_VS_DEFAULT = 1.5
+TARGET_SECONDS_AT_5000 = 1.0
+RANDOM_SEEDS = (0, 1, 2)
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    kind: str                      # "facility" or "generated"
+    topology: Topology
+    pools: list
+    fleets: list
+    note: str
+
+
+# ---------------------------------------------------------------- cases
+
+def facility_case(name: str, note: str) -> Case:
+    topo_file = load_topology(yaml.safe_load((ROOT / f"bench/topologies/{name}.yaml").read_text()), name)
+    doc = yaml.safe_load((ROOT / f"bench/topologies/{name}-facility.yaml").read_text())
+    spec = AnalysisFacilitySpec.model_validate(doc["spec"])
+    return Case(name, "facility", snapshot(topo_file.node_infos(), spec.network),
+                [PoolRequest(p.name, p) for p in spec.cache_pools], [FleetRequest(f.name, f) for f in spec.fleets], note)
+
+
+def generated_case(nodes: int, switches: int, fleets: int, seed: int) -> Case:
+    """A seeded facility: mixed uplinks, NVMe nodes on about half the switches (some 'fast'),
+    two pools (one selecting the fast NVMe nodes), fleets of 1-8 cores on about 60% of the cores."""
+    rng = random.Random(seed)
+    per_switch = nodes // switches
+    spec_switches = []
+    worker_cores = 0
+    for i in range(switches):
+        groups = []
+        nvme = rng.choice([0, 0, 2, 3, 4])
+        if nvme:
+            fast = rng.random() < 0.3 or not any(g["nodes"][0].get("labels") for g in spec_switches if g["nodes"][0]["name"] == "nvme")
+            groups.append({"name": "nvme", "count": nvme, "nicGbps": 100 if fast else 50, "cpu": 32, "memoryGiB": 192,
+                           "nvmeDisks": 8, "labels": {"tier": "fast"} if fast else {}})
+        cpu = rng.choice([64, 64, 128])
+        count = per_switch - nvme
+        worker_cores += cpu * count
+        groups.append({"name": "worker", "count": count, "nicGbps": rng.choice([25, 25, 50, 100]), "cpu": cpu,
+                       "memoryGiB": 4 * cpu})
+        spec_switches.append({"name": f"sw{i:03d}", "uplinkGbps": rng.choice([40, 80, 100, 200]), "nodes": groups})
+    topo_file = TopologyFile.model_validate({"wanGbps": 400, "switches": spec_switches})
+    topology = snapshot(topo_file.node_infos(), topo_file.network())
+    origin = {"host": "origin.example.org"}
+    pools = [
+        PoolRequest("main", InlinePool.model_validate({"name": "main", "serveGbps": 45, "missRatio": 0.05,
+                                                       "maxHostsPerSwitch": 3, "origin": origin,
+                                                       "resources": {"cpu": "8", "memory": "32Gi"}, "pfc": {"ramGiB": 8}})),
+        PoolRequest("fast", InlinePool.model_validate({"name": "fast", "serveGbps": 90, "missRatio": 0.1,
+                                                       "nodeSelector": {"tier": "fast"}, "origin": origin,
+                                                       "resources": {"cpu": "8", "memory": "32Gi"}, "pfc": {"ramGiB": 8}})),
+    ]
+    # Workers on about 60% of the worker cores, reading in all between 0.8 and 1.5 times what the
+    # caches could serve at most (so caches, uplinks and placement all matter).
+    cache_gbps = sum(min(g["count"], 3) * 45 for sw in spec_switches for g in sw["nodes"] if g["name"] == "nvme")
+    budget = 0.6 * worker_cores / fleets
+    per_core = rng.uniform(0.8, 1.5) * cache_gbps / (0.6 * worker_cores)
+    fleet_requests = []
+    for j in range(fleets):
+        cores = rng.choice([1, 2, 4, 8])
+        body = {"name": f"fleet-{j:02d}", "replicas": max(1, int(budget / cores)), "cores": cores,
+                "memoryGiB": 2 * cores, "readGbps": max(0.01, round(cores * per_core * rng.uniform(0.5, 1.5), 2)),
+                "pool": "fast" if rng.random() < 0.2 else "main", "dask": {"createScheduler": True}}
+        fleet_requests.append(FleetRequest(body["name"], InlineFleet.model_validate(body)))
+    note = f"seed {seed}: {len(topology.hosts)} nodes, {switches} switches, {fleets} fleets"
+    return Case(f"gen-{nodes}n-{switches}s-{fleets}f-s{seed}", "generated", topology, pools, fleet_requests, note)
+
+
+def suite(quick: bool) -> list[Case]:
+    cases = [
+        facility_case("chicago", "6 racks at 80 Gbps, 8 x 45 Gbps caches (<= 2 per rack) among 16 NVMe nodes, "
+                                 "300 x 8-core TaskVine workers at 1.47 Gbps"),
+        facility_case("nebraska", "2 k8s switches at 200 Gbps with 4 caches each, ToR racks at 80/240/200 Gbps, "
+                                  "150 x 8-core TaskVine + 600 x 2-core Dask workers"),
+    ]
+    sizes = [(500, 10, 5), (1000, 20, 10), (2000, 40, 20), (5000, 100, 20)]
+    seeds = (1,) if quick else (1, 2, 3)
+    for nodes, switches, fleets in (sizes[:2] if quick else sizes):
+        for seed in seeds:
+            cases.append(generated_case(nodes, switches, fleets, seed))
+    return cases
+
+
+# ---------------------------------------------------------------- measurements
+
+def timed(fn, repeats: int):
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return result, times
+
+
+def peak(p) -> float:
+    return max((u.utilisation for u in p.uplinks), default=0.0)
+
+
+def without(topology: Topology, node: str) -> Topology:
+    return dataclasses.replace(topology, switches=tuple(
+        SwitchNodes(s.name, s.uplink_gbps, tuple(h for h in s.hosts if h.name != node)) for s in topology.switches))
+
+
+def node_loss(case: Case, first, kind: str) -> dict:
+    """Drop one node (the busiest worker node, or a cache host) and re-plan from the current placement.
+
+    Compared with *staying*: every surviving pod where it is (the lost cache host gone, readers of a
+    switch left without a cache on the ring). Moves beyond staying's are what the objective asked for
+    only if staying does not fit the nodes, or delivers less, or at equal Gbps peaks higher."""
+    packing = witness(case.topology, case.pools, case.fleets, first.placement)
+    caches = sorted(n for by in first.placement.caches.values() for nodes in by.values() for n in nodes)
+    if kind == "cache host":
+        if not caches:
+            return {}
+        node = caches[0]
+    else:
+        workers = {n: sum(c for k, c in kinds.items() if not k.startswith("cache:")) for n, kinds in packing.nodes.items()}
+        node = max(sorted(workers), key=lambda n: workers[n])
+    reduced = without(case.topology, node)
+    start = time.perf_counter()
+    again = plan(reduced, case.pools, case.fleets, current=first.placement)
+    seconds = time.perf_counter() - start
+
+    current = first.placement
+    caches_left = {p: {s: tuple(n for n in ns if n != node) for s, ns in by.items()} for p, by in current.caches.items()}
+    caches_left = {p: {s: ns for s, ns in by.items() if ns} for p, by in caches_left.items()}
+    pool_of = {f.name: (f.pool or (case.pools[0].name if case.pools else None)) for f in case.fleets}
+    hashed = {f: {s: (n if s not in caches_left.get(pool_of[f], {}) else current.hashed.get(f, {}).get(s, 0))
+                  for s, n in by.items()} for f, by in current.workers.items()}
+    stay = Placement(caches=caches_left, workers=current.workers, hashed=hashed)
+    weights = {p: {n: w for n, w in ws.items() if n != node} for p, ws in first.hash_weights.items()}
+    stay_flow = evaluate(reduced, case.pools, case.fleets, stay, weights)
+    stay_fits = not witness(reduced, case.pools, case.fleets, stay).shortfall
+    stay_moves = stay.moves_from(current)
+    stay_peak = max((u.utilisation for u in stay_flow.uplinks), default=0.0)
+    justified = (again.moves <= stay_moves or not stay_fits
+                 or again.predicted_gbps > stay_flow.delivered_gbps + 1e-3
+                 or (again.predicted_gbps >= stay_flow.delivered_gbps - 1e-3 and peak(again) < stay_peak - 1e-4))
+    return {"kind": kind, "node": node, "podsOnNode": packing.pods_on(node), "moves": again.moves,
+            "stayMoves": stay_moves, "stayFits": stay_fits, "stayGbps": stay_flow.delivered_gbps,
+            "stayPeak": round(stay_peak, 4), "movesBeyondStaying": max(0, again.moves - stay_moves),
+            "justified": justified, "gbpsBefore": first.predicted_gbps, "gbpsAfter": again.predicted_gbps,
+            "boundAfter": again.bound_gbps, "peakBefore": round(peak(first), 4), "peakAfter": round(peak(again), 4),
+            "seconds": round(seconds, 3)}
+
+
+def measure(case: Case, repeats: int) -> dict:
+    result, times = timed(lambda: plan(case.topology, case.pools, case.fleets), repeats)
+    bound = result.bound_gbps
+    default = baselines.default_scheduler(case.topology, case.pools, case.fleets, bound=bound)
+    randoms = [baselines.random_placement(case.topology, case.pools, case.fleets, seed=s, bound=bound) for s in RANDOM_SEEDS]
+    spread = baselines.spread_baseline(case.topology, case.pools, case.fleets, bound=bound)
+    random_mean = statistics.mean(r.predicted_gbps for r in randoms)
+
+    def vs(gbps: float) -> float | None:
+        return round(result.predicted_gbps / gbps, 3) if gbps > 0 else None
+
+    return {
+        "case": case.name, "kind": case.kind, "note": case.note,
+        "nodes": len(case.topology.hosts), "switches": len(case.topology.switches), "fleets": len(case.fleets),
+        "workers": sum(f.body.replicas for f in case.fleets),
+        "predictedGbps": result.predicted_gbps, "demandGbps": result.demand_gbps, "boundGbps": bound,
+        "ratioToBound": round(result.predicted_gbps / bound, 4) if bound else 1.0,
+        "peakUtilisation": round(peak(result), 4), "bottleneck": result.bottleneck,
+        "unplaced": sum(result.unplaced.values()),
+        "ringSwitches": sum(1 for r in result.routing.values() if r == "hashed"),
+        "planSeconds": {"min": round(min(times), 3), "median": round(statistics.median(times), 3),
+                        "max": round(max(times), 3), "runs": len(times)},
+        "baselines": {
+            "default-scheduler": {"gbps": default.predicted_gbps, "peakUtilisation": round(peak(default), 4),
+                                  "bottleneck": default.bottleneck, "planOverBaseline": vs(default.predicted_gbps)},
+            "random": {"gbps": round(random_mean, 3), "seeds": list(RANDOM_SEEDS),
+                       "each": [r.predicted_gbps for r in randoms], "planOverBaseline": vs(random_mean)},
+            "spread": {"gbps": spread.predicted_gbps, "planOverBaseline": vs(spread.predicted_gbps),
+                       "fits": not witness(case.topology, case.pools, case.fleets, spread.placement).shortfall},
+        },
+        "nodeLoss": [x for x in (node_loss(case, result, "worker node"), node_loss(case, result, "cache host")) if x],
+        "uplinks": {"plan": [(u.switch, u.capacity_gbps, u.in_gbps, u.out_gbps) for u in result.uplinks],
+                    "default-scheduler": [(u.switch, u.capacity_gbps, u.in_gbps, u.out_gbps) for u in default.uplinks]},
+    }
+
+
+# ---------------------------------------------------------------- report
+
+def targets(rows: list[dict]) -> list[dict]:
+    worst = min(rows, key=lambda r: r["ratioToBound"])
+    chicago = next(r for r in rows if r["case"] == "chicago")
+    big = [r for r in rows if r["nodes"] >= 5000]
+    out = [
+        {"target": f"predicted >= {TARGET_BOUND_RATIO} x LP bound on every case",
+         "measured": f"lowest {worst['ratioToBound']} ({worst['case']})", "met": worst["ratioToBound"] >= TARGET_BOUND_RATIO},
+        {"target": f">= {TARGET_CHICAGO_VS_DEFAULT}x the default-scheduler baseline on the Chicago-like case",
+         "measured": f"{chicago['baselines']['default-scheduler']['planOverBaseline']}x",
+         "met": (chicago["baselines"]["default-scheduler"]["planOverBaseline"] or 0) >= TARGET_CHICAGO_VS_DEFAULT},
+    ]
+    if big:
+        slowest = max(big, key=lambda r: r["planSeconds"]["median"])
+        out.append({"target": f"planning under {TARGET_SECONDS_AT_5000} s at 5,000 nodes",
+                    "measured": f"median {slowest['planSeconds']['median']} s, max {max(r['planSeconds']['max'] for r in big)} s "
+                                f"over {sum(r['planSeconds']['runs'] for r in big)} runs of {len(big)} facilities",
+                    "met": slowest["planSeconds"]["median"] < TARGET_SECONDS_AT_5000})
+    losses = [x for r in rows for x in r["nodeLoss"]]
+    beyond = [x for x in losses if x["movesBeyondStaying"]]
+    out.append({"target": "after one node loss, moves limited to that node's pods plus what the objective strictly needs",
+                "measured": f"{len(losses)} losses; {len(beyond)} moved pods beyond staying put, "
+                            f"{sum(1 for x in beyond if x['justified'])} of them for more Gbps, a lower peak, "
+                            f"or because staying did not fit",
+                "met": all(x["justified"] for x in losses)})
+    return out
+
+
+def markdown(rows: list[dict], env: dict, checks: list[dict]) -> str:
+    lines = ["# Planner benchmark", "",
+             "Generated by `bench/run-planner.sh` (`python3 bench/planner_bench.py`). Every figure below is measured "
+             "on this run; nothing is estimated.", "",
+             f"Machine: {env['cpus']} CPUs, {env['python']}, highspy {env['highspy']}, "
+             f"load average {env['loadBefore']} before / {env['loadAfter']} after (other jobs shared the CPUs).", "",
+             "## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    for c in checks:
+        lines.append(f"| {c['target']} | {c['measured']} | {'yes' if c['met'] else '**no**'} |")
+    lines += ["", "## Plan quality and time", "",
+              "| case | nodes | switches | fleets | workers | predicted Gbps | LP bound | ratio | demand | peak util | "
+              "bottleneck | plan s (median / max) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t = r["planSeconds"]
+        lines.append(f"| {r['case']} | {r['nodes']} | {r['switches']} | {r['fleets']} | {r['workers']} | "
+                     f"{r['predictedGbps']:g} | {r['boundGbps']:g} | {r['ratioToBound']} | {r['demandGbps']:g} | "
+                     f"{100 * r['peakUtilisation']:.1f}% | {r['bottleneck']} | {t['median']} / {t['max']} |")
+    lines += ["", "## Against the baselines (same flow model, same bound)", "",
+              "| case | plan Gbps | default-scheduler Gbps (peak) | plan/default | random Gbps (mean of seeds 0-2) | "
+              "plan/random | spread Gbps | plan/spread |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = r["baselines"]
+        d, rnd, sp = b["default-scheduler"], b["random"], b["spread"]
+        lines.append(f"| {r['case']} | {r['predictedGbps']:g} | {d['gbps']:g} ({100 * d['peakUtilisation']:.0f}%) | "
+                     f"{d['planOverBaseline']} | {rnd['gbps']:g} | {rnd['planOverBaseline']} | {sp['gbps']:g}"
+                     f"{'' if sp['fits'] else ' (does not fit the nodes)'} | {sp['planOverBaseline']} |")
+    lines += ["", "## One node lost, re-planned from the current placement", "",
+              "| case | node lost | pods on it | staying: moves, fits, Gbps, peak | re-plan: moves | Gbps before → after | "
+              "peak before → after | beyond staying justified | re-plan s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for x in r["nodeLoss"]:
+            lines.append(f"| {r['case']} | {x['kind']} {x['node']} | {x['podsOnNode']} | {x['stayMoves']}, "
+                         f"{'yes' if x['stayFits'] else 'no'}, {x['stayGbps']:g}, {100 * x['stayPeak']:.1f}% | "
+                         f"{x['moves']} | {x['gbpsBefore']:g} → {x['gbpsAfter']:g} | "
+                         f"{100 * x['peakBefore']:.1f}% → {100 * x['peakAfter']:.1f}% | "
+                         f"{'-' if not x['movesBeyondStaying'] else ('yes' if x['justified'] else '**no**')} | {x['seconds']} |")
+    lines += ["", "Moves count pods that must start elsewhere: workers a switch loses, workers whose routing "
+              "changes (local ↔ ring: a new endpoint), cache hosts not kept. Pods on the lost node that stay on its "
+              "switch are rescheduled by Kubernetes within the switch and are not counted; 'pods on it' gives them "
+              "for reference. *Staying* keeps every surviving pod where it is (readers of a switch left without a "
+              "cache go to the ring, which counts as moves): a re-plan that moves more than staying is justified "
+              "only if staying does not fit the nodes, delivers fewer Gbps, or peaks higher at equal Gbps "
+              "(the objective order; peaks within 0.5 percentage points count as equal in the integer stages).",
+              "", "![per-uplink utilisation, plan vs default scheduler](planner.png)", ""]
+    lines += ["## Cases", ""]
+    for r in rows:
+        lines.append(f"- **{r['case']}**: {r['note']}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def figure(rows: list[dict], path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    picks = [r for r in rows if r["case"] in ("chicago", "nebraska")]
+    big = [r for r in rows if r["nodes"] >= 5000][:1]
+    fig, axes = plt.subplots(1, len(picks) + len(big), figsize=(6 * (len(picks) + len(big)), 4.5))
+    for ax, r in zip(axes, picks):
+        names = [u[0] for u in r["uplinks"]["plan"]]
+        util = {k: [max(u[2], u[3]) / u[1] * 100 for u in v] for k, v in r["uplinks"].items()}
+        x = range(len(names))
+        ax.bar([i - 0.2 for i in x], util["plan"], 0.4, label=f"switchyard plan ({r['predictedGbps']:g} Gbps)")
+        ax.bar([i + 0.2 for i in x], util["default-scheduler"], 0.4,
+               label=f"default scheduler ({r['baselines']['default-scheduler']['gbps']:g} Gbps)")
+        ax.set_xticks(list(x), names, rotation=30, ha="right")
+        ax.set_ylabel("peak uplink utilisation, %")
+        ax.set_ylim(0, 110)
+        ax.set_title(f"{r['case']}-like")
+        ax.legend(loc="upper left", fontsize=8)
+    for ax, r in zip(axes[len(picks):], big):
+        for key, label in (("plan", "switchyard plan"), ("default-scheduler", "default scheduler")):
+            util = sorted((max(u[2], u[3]) / u[1] * 100 for u in r["uplinks"][key]), reverse=True)
+            ax.plot(range(len(util)), util, label=label)
+        ax.set_xlabel("uplinks, busiest first")
+        ax.set_ylabel("peak uplink utilisation, %")
+        ax.set_ylim(0, 110)
+        ax.set_title(r["case"])
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small families and one repeat: a smoke run")
+    parser.add_argument("--out", default=str(ROOT / "bench/results"))
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from importlib.metadata import version
+
+    env = {"cpus": os.cpu_count(), "python": platform.python_version(), "highspy": version("highspy"),
+           "loadBefore": round(os.getloadavg()[0], 2)}
+    rows = []
+    for case in suite(args.quick):
+        repeats = 1 if args.quick else (5 if len(case.topology.hosts) >= 5000 else 3)
+        row = measure(case, repeats)
+        rows.append(row)
+        print(f"{row['case']}: {row['predictedGbps']:g}/{row['boundGbps']:g} Gbps, "
+              f"default {row['baselines']['default-scheduler']['gbps']:g}, plan {row['planSeconds']['median']} s",
+              flush=True)
+    env["loadAfter"] = round(os.getloadavg()[0], 2)
+    checks = targets(rows)
+    (out / "planner.json").write_text(json.dumps({"environment": env, "targets": checks, "cases": rows}, indent=1) + "\n")
+    (out / "planner.md").write_text(markdown(rows, env, checks))
+    figure(rows, out / "planner.png")
+    for c in checks:
+        print(f"{'met' if c['met'] else 'NOT MET'}: {c['target']}: {c['measured']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
