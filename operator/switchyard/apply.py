@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 from urllib.parse import quote, urlencode
 
 import kubernetes
+import urllib3
 
 from .api import GROUP, KINDS, VERSION
 
@@ -91,10 +92,13 @@ class Kube:
         for setting in cfg.auth_settings().values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
-        # The REST client serialises dict bodies as JSON for JSON and YAML
-        # content types alike (JSON is YAML, so apply patches work too).
-        resp = self.api.rest_client.request(method, url, headers=headers, body=body, _request_timeout=timeout)
-        raw = resp.read() if hasattr(resp, "read") else resp.data
+        # Straight to the client's urllib3 pool (TLS and certificates already
+        # configured): JSON bytes suit JSON, merge-patch and apply-patch alike,
+        # whatever the client library's own serialisation rules are.
+        data = json.dumps(body).encode() if body is not None else None
+        resp = self.api.rest_client.pool_manager.request(
+            method, url, body=data, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=True)
+        raw = resp.data
         payload = json.loads(raw) if raw else {}
         if resp.status >= 400:
             raise ApiError(resp.status, payload.get("reason", ""), payload.get("message", raw.decode(errors="replace")))

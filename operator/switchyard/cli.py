@@ -40,6 +40,17 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jitter(args: argparse.Namespace) -> int:
+    import time
+
+    from .rampup import jitter_seconds
+
+    delay = jitter_seconds(args.name, args.max_seconds)
+    print(f"jitter: {args.name} waits {delay:.2f}s before starting", flush=True)
+    time.sleep(delay)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="switchyard", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("-f", "--filename", required=True, help="AnalysisFacility YAML")
     render.add_argument("--topology", required=True, help="topology file (e2e/topologies/*.yaml format)")
     render.set_defaults(func=_render)
+
+    jitter = sub.add_parser("jitter", help="wait a delay fixed by a worker's name (init container of workers)")
+    jitter.add_argument("--name", required=True, help="the pod's name")
+    jitter.add_argument("--max-seconds", type=float, required=True, help="upper end of the delay")
+    jitter.set_defaults(func=_jitter)
 
     try:
         from . import plancli

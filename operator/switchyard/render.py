@@ -54,7 +54,7 @@ def render_files(facility_path: str, topology_path: str) -> list[dict]:
             grandchildren = build_pool(child_name, pool, data.get("hosts", {}), data["switchLabel"], EXPORTER_IMAGE)
         elif child["kind"] == "WorkerFleet":
             fleet = WorkerFleetSpec.model_validate(child["spec"])
-            grandchildren = build_fleet(child_name, namespace, fleet, data, data["switchLabel"])
+            grandchildren = build_fleet(child_name, namespace, fleet, data, data["switchLabel"], helper_image=EXPORTER_IMAGE)
         else:
             grandchildren = []
         for obj in grandchildren:

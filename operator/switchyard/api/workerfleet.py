@@ -58,8 +58,8 @@ class TaskVine(Model):
     manager_name: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = Field(
         default=None, description="Project name to find the manager through the catalog server (vine_worker -M).",
     )
-    catalog: Annotated[str, StringConstraints(max_length=260, pattern=r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")] | None = Field(
-        default=None, description="Catalog server host[:port], for managerName.",
+    catalog: Annotated[str, StringConstraints(max_length=260, pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")] | None = Field(
+        default=None, description="Catalog server as HOSTNAME:PORT (vine_worker -C), for managerName.",
     )
     transfer_port: Port = Field(default=9124, description="Port the worker serves peer transfers on.")
     disk_mib: int = Field(default=10240, ge=100, le=10_000_000, description="Disk the worker offers, in MiB.")

@@ -201,6 +201,7 @@ class SwitchCount(Model):
 
     switch: str = Field(description="Switch name.")
     desired: int = Field(default=0, description="Planned count.")
+    started: int = Field(default=0, description="Count the workloads run now (below desired while ramping up).")
     ready: int = Field(default=0, description="Ready count.")
 
 

@@ -36,6 +36,8 @@ def fleet_plan(facility: str, spec: AnalysisFacilitySpec, plan: Plan, fleet_key:
         "poolPort": pool.port if pool else 1094,
         "cacheSwitches": sorted(plan.placement.caches.get(pool_name, {})),
         "routing": dict(sorted(plan.routing.items())),
+        # The ring hashed readers use: cache host (node name) -> weight.
+        "cacheRing": dict(sorted((plan.hash_weights.get(pool_name) or {}).items())),
     }
 
 

@@ -75,9 +75,11 @@ def _children_state(children: list[dict]) -> dict[str, cond.State]:
     not_ready = [c for c in children if not cond.is_true((c.get("status") or {}).get("conditions"), "Ready")]
     degraded = [c for c in children if cond.is_true((c.get("status") or {}).get("conditions"), "Degraded")]
     if not not_ready:
-        return cond.ready(f"{len(children)} children ready")
-    names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in not_ready[:5])
-    states = cond.progressing("ChildrenNotReady", f"waiting for {names}")
+        states = cond.ready(f"{len(children)} children ready")
+    else:
+        names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in not_ready[:5])
+        states = cond.progressing("ChildrenNotReady", f"waiting for {names}")
+    # A child can be Ready and still Degraded (a bucket over quota, a host down).
     if degraded:
         states["Degraded"] = cond.State(True, "ChildDegraded",
                                         ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in degraded[:5]))

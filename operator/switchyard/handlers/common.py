@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import datetime
 import hashlib
 import json
@@ -149,20 +151,36 @@ def measured(kind: str) -> Iterator[None]:
 
 
 def register(plural: str, kind: str, reconcile) -> None:
-    """Level-based handlers for one kind: create, update, resume and a timer all
-    call `reconcile(body, logger, **indexes)`; one runs at a time per object."""
+    """Level-based handlers for one kind.
 
-    def run(body, logger, wait: bool, kwargs) -> None:
+    Create, update and resume call `reconcile(body, logger, **indexes)`; a
+    per-object loop calls it again after the delay it returns (None: the
+    timer interval), so a ramp-up can come back every second without a retry
+    storm of error events. One reconcile runs at a time per object.
+    """
+
+    def run(body, logger, wait: bool, kwargs) -> float | None:
         with serialised(body["metadata"]["uid"], wait) as got:
-            if got:
-                with measured(kind):
-                    reconcile(body, logger, **{k: v for k, v in kwargs.items() if k.endswith("_index")})
+            if not got:
+                return None
+            with measured(kind):
+                return reconcile(body, logger, **{k: v for k, v in kwargs.items() if k.endswith("_index")})
 
     def on_change(body, logger, **kwargs):
         run(body, logger, True, kwargs)
 
-    def on_timer(body, logger, **kwargs):
-        run(body, logger, False, kwargs)
+    async def loop(body, logger, stopped, **kwargs):
+        executor = asyncio.get_running_loop()
+        await stopped.wait(CONFIG.timer_seconds)
+        while not stopped:
+            try:
+                # kopf's context (settings, event queue) must follow into the thread.
+                context = contextvars.copy_context()
+                delay = await executor.run_in_executor(None, context.run, run, body, logger, False, kwargs)
+            except (kopf.TemporaryError, ApiError) as exc:
+                logger.warning(f"reconcile will be retried: {exc}")
+                delay = getattr(exc, "delay", None)
+            await stopped.wait(delay or CONFIG.timer_seconds)
 
     def on_delete(body, **_):
         forget(body["metadata"]["uid"])
@@ -170,8 +188,7 @@ def register(plural: str, kind: str, reconcile) -> None:
     from ..api import GROUP, VERSION
     for reason in ("create", "update", "resume"):
         getattr(kopf.on, reason)(GROUP, VERSION, plural, id=f"{kind}-{reason}")(on_change)
-    kopf.timer(GROUP, VERSION, plural, id=f"{kind}-timer", interval=CONFIG.timer_seconds,
-               initial_delay=CONFIG.timer_seconds)(on_timer)
+    kopf.daemon(GROUP, VERSION, plural, id=f"{kind}-loop", cancellation_timeout=10)(loop)
     kopf.on.delete(GROUP, VERSION, plural, id=f"{kind}-forget", optional=True)(on_delete)
 
 

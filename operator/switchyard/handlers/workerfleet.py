@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import time
+
 from .. import conditions as cond
+from .. import rampup
 from ..api import WorkerFleetSpec
 from ..builders.common import FLEET_LABEL, load_plan
 from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selector
 from ..metrics import MANAGED_OBJECTS
-from .common import converge, evict_misplaced_pods, register, validate, write_status
+from .common import CONFIG, converge, evict_misplaced_pods, register, validate, write_status
 from .indexes import nodes_of, workloads_of
 from .s3staging import fleet_staging_env
 
 KIND = "WorkerFleet"
 PLURAL = "workerfleets"
+# uid -> when the ramp last started workers (monotonic seconds)
+_last_step: dict[str, float] = {}
 
 
-def reconcile(body, logger, deployment_index, node_index, **_) -> None:
+def _ramp(uid: str, spec: WorkerFleetSpec, planned: dict[str, int], current: dict[str, int]) -> dict[str, int]:
+    """Counts per switch for this reconcile: the plan, reached at most rampUp.maxStartsPerSecond."""
+    if all(current.get(sw, 0) >= n for sw, n in planned.items()):
+        _last_step.pop(uid, None)
+        return dict(planned)
+    now = time.monotonic()
+    last = _last_step.get(uid)
+    counts = rampup.step(planned, current, rampup.allowance(spec.ramp_up.max_starts_per_second,
+                                                            None if last is None else now - last))
+    if counts != {sw: min(current.get(sw, 0), n) for sw, n in planned.items()}:
+        _last_step[uid] = now
+    return counts
+
+
+def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     base = {"selector": pod_selector(name)}
@@ -33,22 +52,30 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> None:
     if problem:
         write_status(KIND, body, base, cond.progressing("AwaitingStaging", problem), logger)
         return
-    desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"), staging_env)
+    planned: dict[str, int] = plan.get("workers", {})
+    workloads = {w["switch"]: w for w in workloads_of(deployment_index, uid) if w["switch"]}
+    counts = _ramp(uid, spec, planned, {sw: w["desired"] for sw, w in workloads.items()})
+    desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"),
+                          helper_image=CONFIG.exporter_image, counts=counts, staging_env=staging_env)
     converge(body, desired, CHILD_KINDS, logger)
     evict_misplaced_pods(body, {FLEET_LABEL: name}, plan.get("switchLabel", "switchyard.dev/switch"),
                          nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
 
-    planned: dict[str, int] = plan.get("workers", {})
-    workloads = {w["switch"]: w for w in workloads_of(deployment_index, uid) if w["switch"]}
-    switches = [{"switch": sw, "desired": n, "ready": min(workloads.get(sw, {}).get("ready", 0), n)}
-                for sw, n in sorted(planned.items())]
+    switches = [{"switch": sw, "desired": n, "started": counts.get(sw, 0),
+                 "ready": min(workloads.get(sw, {}).get("ready", 0), n)} for sw, n in sorted(planned.items())]
     current = sum(w["current"] for w in workloads.values())
     ready = sum(s["ready"] for s in switches)
     total = sum(planned.values())
+    started = sum(counts.values())
     status = {**base, "replicas": current, "readyReplicas": ready, "switches": switches}
     if total != spec.replicas:
         states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
+    elif started < total:
+        states = cond.progressing("RampingUp", f"{started}/{total} workers started, at most "
+                                               f"{spec.ramp_up.max_starts_per_second:g} per second")
+        write_status(KIND, body, status, states, logger)
+        return 1.0  # come back in a second for the next step
     elif ready == total:
         states = cond.ready(f"{ready} worker(s) ready on {len(switches)} switch(es)")
     else:

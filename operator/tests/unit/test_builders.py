@@ -66,7 +66,7 @@ def test_fleet_deployments_follow_the_plan_and_name_their_cache():
     children = build_children("af", FACILITY, the_plan())
     data = json.loads(children[1]["metadata"]["annotations"][PLAN_ANNOTATION])
     spec = WorkerFleetSpec.model_validate(children[1]["spec"])
-    objs = build_fleet("af-dask", "ns", spec, data, data["switchLabel"])
+    objs = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1")
     assert sum(o["spec"]["replicas"] for o in objs) == 5
     for dep in objs:
         switch = dep["metadata"]["labels"]["switchyard.dev/switch"]
@@ -75,14 +75,6 @@ def test_fleet_deployments_follow_the_plan_and_name_their_cache():
         # Only sw1 has caches: its workers read locally, sw2's through the pool Service.
         expected = "root://af-xc-sw1.ns.svc:1094" if switch == "sw1" else "root://af-xc.ns.svc:1094"
         assert env["SWITCHYARD_CACHE_ENDPOINT"] == expected
-
-
-def test_worker_command_is_an_argument_list():
-    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "cores": 8, "memoryGiB": 2,
-                                           "taskvine": {"managerHost": "mgr.example.org", "managerPort": 9200}})
-    assert worker_command("f", "ns", spec) == [
-        "vine_worker", "--cores", "8", "--memory", "2048", "--disk", "10240", "--transfer-port", "9124",
-        "mgr.example.org", "9200"]
 
 
 def test_cache_pod_prepares_its_directories_and_mounts_token_auth():

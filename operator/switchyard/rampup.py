@@ -1,0 +1,51 @@
+"""Start-storm shaping, pure: how many workers may start now, and each worker's jitter.
+
+STAR at NERSC learned that tens of thousands of tasks starting at once clog
+shared services; a bounded start rate per fleet plus a per-worker delay
+spread environment loading and scheduler registration out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Mapping
+
+
+def jitter_seconds(name: str, max_seconds: float) -> float:
+    """A delay in [0, max_seconds) fixed by the worker's name (same name, same delay)."""
+    if max_seconds <= 0:
+        return 0.0
+    fraction = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") / 2**64
+    return fraction * max_seconds
+
+
+def allowance(rate_per_second: float, seconds_since_last_step: float | None) -> int:
+    """Workers that may start now: the rate times the time since the last step, at most one second's worth."""
+    if seconds_since_last_step is None:
+        return max(1, int(rate_per_second))
+    return int(rate_per_second * min(seconds_since_last_step, 1.0))
+
+
+def step(planned: Mapping[str, int], current: Mapping[str, int], budget: int) -> dict[str, int]:
+    """Counts per switch after one ramp step.
+
+    Scale-down happens at once; scale-up hands out at most `budget` new
+    workers, to the switches furthest below plan first (ties by name).
+    """
+    counts = {sw: min(current.get(sw, 0), n) for sw, n in planned.items()}
+    deficits = sorted(((n - counts[sw], sw) for sw, n in planned.items() if n > counts[sw]), key=lambda d: (-d[0], d[1]))
+    remaining = budget
+    while remaining > 0 and deficits:
+        # One round: every switch still short gets an equal share (at least one).
+        share = max(1, remaining // len(deficits))
+        next_round = []
+        for deficit, sw in deficits:
+            give = min(deficit, share, remaining)
+            counts[sw] += give
+            remaining -= give
+            if deficit - give > 0:
+                next_round.append((deficit - give, sw))
+            if remaining == 0:
+                break
+        deficits = next_round
+    return {sw: n for sw, n in counts.items()}
