@@ -9,6 +9,7 @@ import localcluster
 from switchyard.apply import ApiError
 
 # SWITCHYARD_E2E_CLUSTER lets several suites run side by side on separate clusters.
+REPO = localcluster.REPO
 CLUSTER_NAME = os.environ.get("SWITCHYARD_E2E_CLUSTER", "switchyard-e2e")
 TOPOLOGY = localcluster.REPO / "e2e" / "topologies" / "mini.yaml"
 

@@ -48,3 +48,51 @@ def test_standalone_fleet_is_placed_and_scales(cluster, operator, namespace):
     wait_ready(cluster, namespace)
     assert cluster.kubectl("get", "workerfleet", "team", "-n", namespace,
                            "-o", "jsonpath={.status.replicas}") == "9"
+
+
+def test_two_hundred_workers_land_as_planned_within_the_start_rate(cluster, operator, namespace):
+    rate = 10
+    af = facility(workers=0)
+    af["metadata"]["namespace"] = namespace
+    af["spec"]["fleets"] = []
+    cluster.kube.apply(af)
+    fleet = team_fleet(namespace, 200)
+    fleet["spec"].update({"cores": 1, "memoryGiB": 1, "readGbps": 0.1,
+                          "rampUp": {"maxStartsPerSecond": rate, "jitterSeconds": 5}})
+    cluster.kube.apply(fleet)
+
+    def landed():
+        wf = cluster.kube.get("WorkerFleet", namespace, "team")
+        status = wf.get("status") or {}
+        return wf if status.get("readyReplicas") == 200 and ready_condition(wf).get("status") == "True" else None
+    wf = wait_for(landed, timeout=240, what="200 ready workers")
+
+    # Running pods per switch are what the plan says.
+    planned = {s["switch"]: s["desired"] for s in wf["status"]["switches"]}
+    pods = [p for p in cluster.kube.list("Pod", namespace, {"switchyard.dev/fleet": "team"})
+            if p["status"].get("phase") == "Running"]
+    running: dict[str, int] = {}
+    for pod in pods:
+        running[pod["metadata"]["labels"]["switchyard.dev/switch"]] = running.get(pod["metadata"]["labels"]["switchyard.dev/switch"], 0) + 1
+    assert running == {sw: n for sw, n in planned.items() if n} and sum(planned.values()) == 200
+
+    # The ramp: pod creations per 1-second window stay within the rate plus one second's burst.
+    seconds = sorted(int(_epoch(p["metadata"]["creationTimestamp"])) for p in pods)
+    per_second: dict[int, int] = {}
+    for t in seconds:
+        per_second[t] = per_second.get(t, 0) + 1
+    assert max(per_second.values()) <= 2 * rate, per_second
+    # And they really were spread out: 200 starts at 10/s cannot fit in less than ~18 s.
+    assert seconds[-1] - seconds[0] >= (200 - 2 * rate) / rate - 1
+
+    # Every worker waits its own jitter before the engine starts.
+    init = pods[0]["spec"]["initContainers"][0]
+    assert init["name"] == "jitter" and init["args"][-1] == "5"
+
+    cluster.kubectl("scale", "workerfleet", "team", "-n", namespace, "--replicas", "120")
+    wait_for(lambda: running_workers(cluster, namespace, "team") == 120, timeout=120, what="scale-down to 120")
+
+
+def _epoch(timestamp: str) -> float:
+    import datetime
+    return datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
