@@ -73,6 +73,16 @@ def test_apply_edit_delete(cluster, operator, namespace):
         if pod["metadata"]["labels"]["app.kubernetes.io/component"] == "xcache":
             assert "switchyard.dev/nvme" in nodes[pod["spec"]["nodeName"]]
 
+    # The pool: one cache host per planned NVMe node, a Service per switch and one
+    # for the pool, and ready counts per switch in its status.
+    pool = cluster.kube.get("XCachePool", namespace, "af-xcache")
+    per_switch = {s["switch"]: s for s in pool["status"]["switches"]}
+    assert pool["status"]["readyHosts"] == pool["status"]["hosts"] == 6
+    assert all(s["ready"] == s["desired"] for s in per_switch.values())
+    services = {s["metadata"]["name"] for s in cluster.kube.list("Service", namespace, {"switchyard.dev/pool": "af-xcache"})}
+    assert services == {"af-xcache"} | {f"af-xcache-{sw}" for sw in per_switch}
+    assert pool["status"]["endpoint"] == f"af-xcache.{namespace}.svc:1094"
+
     # kubectl get shows meaningful columns.
     table = cluster.kubectl("get", "analysisfacility", "-n", namespace)
     header = table.splitlines()[0].split()
