@@ -77,7 +77,10 @@ def facility(cluster):
     namespace = f"dash-{uuid.uuid4().hex[:6]}"
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     metrics_port = free_port()
-    log_path = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"switchyard-dash-operator-{metrics_port}.log"
+    import localcluster
+
+    log_path = localcluster.CACHE / "e2e-logs" / CLUSTER / "operator-dashboards.log"  # kept for a look after a failure
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         operator = subprocess.Popen(
             [sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(cluster),
