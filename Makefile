@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/switchyard
 export SWITCHYARD_CACHE := $(CACHE)
 
-.PHONY: help install deps tools generate check-generated test unit integration e2e demo down bench bench-planner bench-xcache clean
+.PHONY: help install deps tools generate check-generated test unit integration e2e demo down bench bench-planner bench-xcache helm-lint dockerfile-test e2e-chart clean
 
 help:
 	@echo "make demo      start a local simulated cluster, run the operator, apply examples/facility.yaml"
@@ -38,8 +38,18 @@ check-generated: install
 unit: install
 	$(PY) -m pytest -q operator/tests/unit
 
-integration: install deps
-	$(PY) -m pytest -q -m integration operator/tests/integration
+integration: install deps tools
+	CI=1 $(PY) -m pytest -q -m integration operator/tests/integration
+
+helm-lint: tools
+	$(CACHE)/bin/helm lint --strict charts/switchyard
+	$(CACHE)/bin/helm lint --strict charts/switchyard --set watch.mode=namespaced --set 'watch.namespaces={a,b}'
+
+dockerfile-test: install
+	$(PY) -m pytest -q operator/tests/unit/test_dockerfile.py
+
+e2e-chart: install tools
+	SWITCHYARD_E2E_CLUSTER=sy-chart $(PY) -m pytest -q e2e/test_chart_install.py
 
 e2e: install tools
 	$(PY) -m pytest -q e2e

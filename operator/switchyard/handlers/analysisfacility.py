@@ -9,7 +9,7 @@ from ..api import GROUP, VERSION, AnalysisFacilitySpec
 from ..api.workerfleet import WorkerFleetSpec
 from ..builders.common import PLAN_ANNOTATION, dump_plan, load_plan
 from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name
-from ..metrics import MANAGED_OBJECTS, export_plan
+from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..planner import FleetRequest, Placement, PoolRequest
 from ..topology import snapshot
 from .common import converge, kube, register, validate, write_status
@@ -139,4 +139,4 @@ def reconcile(body, logger, node_index, **_) -> None:
     write_status(KIND, body, status, states, logger)
 
 
-register(PLURAL, KIND, reconcile)
+register(PLURAL, KIND, reconcile, on_forget=forget_facility)

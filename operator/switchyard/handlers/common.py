@@ -150,7 +150,7 @@ def measured(kind: str) -> Iterator[None]:
         RECONCILE_SECONDS.labels(kind).observe(time.perf_counter() - start)
 
 
-def register(plural: str, kind: str, reconcile) -> None:
+def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     """Level-based handlers for one kind.
 
     Create, update and resume call `reconcile(body, logger, **indexes)`; a
@@ -184,6 +184,8 @@ def register(plural: str, kind: str, reconcile) -> None:
 
     def on_delete(body, **_):
         forget(body["metadata"]["uid"])
+        if on_forget is not None:
+            on_forget(body["metadata"]["namespace"], body["metadata"]["name"])
 
     from ..api import GROUP, VERSION
     for reason in ("create", "update", "resume"):
