@@ -91,13 +91,18 @@ def exists(name: str) -> bool:
     return name in result.stdout.split()
 
 
-def up(name: str, topology: pathlib.Path, fast: bool = False) -> pathlib.Path:
-    """Start the cluster (or reuse a running one) and create the topology's nodes."""
+def up(name: str, topology: pathlib.Path, fast: bool = False, config: pathlib.Path | None = None) -> pathlib.Path:
+    """Start the cluster (or reuse a running one) and create the topology's nodes.
+
+    `config`: a kwokctl `--config` file (KwokConfiguration / KwokctlConfiguration
+    documents) used when the cluster is created, e.g. to raise the control plane's
+    rate limits and parallelism for a benchmark; a reused cluster keeps its own.
+    """
     bin_dir = tools()
-    config = kubeconfig_path(name)
-    config.parent.mkdir(parents=True, exist_ok=True)
+    kubeconfig = kubeconfig_path(name)
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     base = port_base(name)
-    if exists(name) and config.exists() and _healthy(name):
+    if exists(name) and kubeconfig.exists() and _healthy(name):
         log(f"reusing running cluster {name}")
     else:
         if exists(name):
@@ -105,7 +110,7 @@ def up(name: str, topology: pathlib.Path, fast: bool = False) -> pathlib.Path:
         log(f"starting cluster {name} (kube-apiserver on 127.0.0.1:{base})")
         args = [
             str(bin_dir / "kwokctl"), "create", "cluster", "--name", name, "--runtime", "binary",
-            "--kubeconfig", str(config),
+            f"--kubeconfig={kubeconfig}",
             "--kube-apiserver-binary", str(bin_dir / "kube-apiserver"),
             "--kube-controller-manager-binary", str(bin_dir / "kube-controller-manager"),
             "--kube-scheduler-binary", str(bin_dir / "kube-scheduler"),
@@ -120,6 +125,8 @@ def up(name: str, topology: pathlib.Path, fast: bool = False) -> pathlib.Path:
         ]
         if fast:
             args.append("--disable-qps-limits")
+        if config is not None:
+            args += ["--config", str(config)]
         result = subprocess.run(args, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"kwokctl create cluster failed:\n{result.stderr[-3000:]}")
@@ -127,8 +134,8 @@ def up(name: str, topology: pathlib.Path, fast: bool = False) -> pathlib.Path:
     kubectl(name, "apply", "--server-side", "--force-conflicts", "--field-manager=localcluster", "-f", "-",
             input=yaml.safe_dump_all(nodes))
     _wait_nodes_ready(name, {n["metadata"]["name"] for n in nodes})
-    log(f"{len(nodes)} simulated nodes ready; KUBECONFIG={config}")
-    return config
+    log(f"{len(nodes)} simulated nodes ready; KUBECONFIG={kubeconfig}")
+    return kubeconfig
 
 
 def _healthy(name: str) -> bool:
@@ -175,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--name", default="switchyard-demo")
     p_up.add_argument("--topology", default=str(REPO / "e2e" / "topologies" / "mini.yaml"))
     p_up.add_argument("--fast", action="store_true", help="raise the control plane's client rate limits")
+    p_up.add_argument("--config", default=None, help="a kwokctl --config file used when the cluster is created")
     p_down = sub.add_parser("down", help="remove a cluster")
     p_down.add_argument("--name", default="switchyard-demo")
     p_nodes = sub.add_parser("nodes", help="print the Node manifests of a topology file")
@@ -182,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            config = up(args.name, pathlib.Path(args.topology), fast=args.fast)
+            config = up(args.name, pathlib.Path(args.topology), fast=args.fast,
+                        config=pathlib.Path(args.config) if args.config else None)
             install_crds(args.name)
             print(config)
         elif args.command == "down":
