@@ -11,9 +11,11 @@ per pool and switch): local reads L, ring reads A, ring serving O.
     out_s = sum_p O[p,s] <= u * U_s
     in_s  = sum_p A[p,s] + sum_p miss_p * (L[p,s] + O[p,s]) <= u * U_s
     sum_p miss_p * sum_s (L + O) <= WAN
-    CPU, memory, pods and NIC per switch; per (fleet, switch) the node-level
-    slot count (how many such workers the switch's nodes hold, one by one,
-    minus what cache pods take); one cache per node; maxHostsPerSwitch.
+    CPU, memory, pods and NIC per node class (each switch's workers split
+    over its classes continuously); per (fleet, class) the node-level slot
+    count (how many such workers a node holds, minus what a cache pod on it
+    takes); one cache per node; maxHostsPerSwitch; local readers only where
+    their pool has a cache host.
 
 Routing per mode keeps every plan realisable by the rule in flow.py:
 - auto: a switch whose caches of pool p serve the ring has no ring readers of
@@ -48,7 +50,6 @@ class Current:
     workers: dict[tuple[int, int], int] = field(default_factory=dict)      # (fleet, switch) -> local readers
     ring: dict[tuple[int, int], int] = field(default_factory=dict)         # (fleet, switch) -> ring readers
     caches: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (pool, switch, class) -> kept-able hosts
-    lost: int = 0   # current pods whose switch or node is gone: moved whatever the plan
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Formulation:
     util: int = -1
     moves: dict[int, float] = field(default_factory=dict)      # objective terms counting moved pods
     flags: set[int] = field(default_factory=set)               # routing binaries (e, z)
+    current: dict[int, int] = field(default_factory=dict)      # variable -> its value in the current placement
 
     def integers(self) -> list[int]:
         return [v for v, integer in enumerate(self.model.integer) if integer]
@@ -256,6 +258,9 @@ def _moves(fm: Formulation, current: Current) -> None:
             moved = m.var(0.0, count)
             m.row([(moved, 1.0)] + ([(variables[key], 1.0)] if key in variables else []), lb=count)
             fm.moves[moved] = 1.0
+    for counts, variables in ((current.workers, fm.local), (current.ring, fm.ring), (current.caches, fm.caches)):
+        for key, v in variables.items():
+            fm.current[v] = int(min(counts.get(key, 0), m.ub[v]))
     for key, count in sorted(current.caches.items()):
         if count <= 0:
             continue

@@ -1,7 +1,7 @@
 """The switch-aware planner: the placement model solved with HiGHS, stage by stage.
 
 1. deliverable Gbps, as high as it goes (if the cluster cannot hold every
-   worker, first as many workers as fit);
+   worker: then, at that Gbps, as many workers as fit);
 2. then the lowest peak uplink utilisation that keeps that Gbps;
 3. then the fewest pods moved from the current placement, and among equals
    the most cache hosts (spare serving and a warm cache to lose).
@@ -32,8 +32,6 @@ UTIL_SLACK = 1e-6      # absolute, on utilisation (0..1)
 # Peak utilisations this close count as equal in the integer stages, so a
 # re-plan does not move pods for a gain nobody could measure.
 UTIL_TOLERANCE = 0.005
-# The box reaches this many workers past the floor and ceiling of each LP value.
-BOX_SLACK = 0
 # Large models solve stage 1 to this relative gap (the box is accepted within it).
 STAGE1_GAP = 1e-3
 # Up to this many integers, stages 2 and 3 search the whole space; above, the box.
@@ -69,7 +67,7 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
         routing=_routing(problem, placement, routing),
         uplinks=flow.uplinks,
         predicted_gbps=flow.delivered_gbps,
-        bound_gbps=round(max(bound, flow.delivered_gbps), 3),
+        bound_gbps=round(bound, 3),
         bottleneck=flow.bottleneck,
         planner=NAME,
         moves=placement.moves_from(current),
@@ -92,7 +90,8 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
     stage. Stage 2 (a min-max) is what branch and bound cannot finish at
     thousands of integers, so larger models go in three steps:
 
-    1. cache counts: rounded up from the LP's stage-2 (3) solution as far as
+    1. cache counts: in a re-plan, today's; else (or if they lose more than
+       STAGE1_GAP of the LP's Gbps) rounded up from the LP's stage-2 (3) solution as far as
        nodes and maxHostsPerSwitch allow (a cache host more never costs
        Gbps unless its node's room was needed for workers), else to the
        nearest; if both lose more than STAGE1_GAP of the LP's Gbps, a MILP
@@ -102,9 +101,10 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
     3. the integer stages over a box: each worker count between the floor and
        ceiling of its guide value.
 
-    If the box holds no rounding within STAGE1_GAP, stage 1 is solved over the
-    whole space and stages 2 and 3 search a box widened to take in that
-    solution, which keeps it feasible.
+    If no cache counts tried keep the Gbps within STAGE1_GAP, the best of them
+    is taken (the bound and gap say how far it is). Only if no box holds a
+    placement at all is stage 1 solved over the whole space, and stages 2
+    and 3 search a box widened to take in that solution.
     """
     m = fm.model
     start = m.mark()
@@ -114,50 +114,66 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
         relaxed = _most_gbps(fm, relax=True)
         m.rollback(start)
         if len(fm.integers()) <= EXACT_LIMIT:
-            _pin_gbps(fm, _most_gbps(fm, relax=False).objective)
-            return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
-        _pin_gbps(fm, relaxed.objective)
-        calm = _calm_then_stable(fm, relax=True)
+            first = _most_gbps(fm, relax=False)
+            return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE)
+        calm = _calm_then_stable(fm, relaxed.objective, relax=True)
         m.rollback(start)
-        for counts in (_rounded_caches(fm, calm, math.ceil), _rounded_caches(fm, calm, round), None):
+        candidates = [_rounded_caches(fm, calm, math.ceil), _rounded_caches(fm, calm, round), None]
+        if fm.current:
+            # a re-plan keeps today's cache hosts if that keeps the Gbps: a moved cache starts cold
+            candidates.insert(0, dataclasses.replace(calm, x=_with_current(calm.x, fm.current)))
+        target = relaxed.objective * (1 - STAGE1_GAP) - 1e-6
+        tried: list[tuple[float, Solution]] = []
+        for counts in candidates:
             if counts is None:
                 counts = _cache_counts(fm)
                 m.rollback(start)
             with _fixed(m, caches, counts):
-                solution = _boxed_stages(fm, workers, relaxed.objective, start)
+                gbps, solution = _boxed_stages(fm, workers, target, start)
             if solution is not None:
                 return relaxed.objective, solution
+            if gbps is not None:
+                tried.append((gbps, counts))
+        if tried:
+            # none kept the Gbps within STAGE1_GAP: the best of them, at the Gbps it reached
+            gbps, counts = max(tried, key=lambda t: t[0])
+            with _fixed(m, caches, counts):
+                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept_any=True)[1]
         first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
-        _pin_gbps(fm, first.objective)
         pinned = m.mark()
-        guide = _uncrossed(fm, _calm_then_stable(fm, relax=True))
+        guide = _uncrossed(fm, _calm_then_stable(fm, first.objective, relax=True))
         m.rollback(pinned)
-        with _box(m, workers, guide, first):
-            return relaxed.objective, _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
+        with _box(m, workers, guide, first, current=fm.current):
+            return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE)
     finally:
         m.rollback(start)
 
 
-def _boxed_stages(fm: Formulation, workers: list[int], relaxed_gbps: float, start: int) -> Solution | None:
-    """Steps 2 and 3 with the cache counts fixed; None if they cannot keep the Gbps within STAGE1_GAP."""
+def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int,
+                  accept_any: bool = False) -> tuple[float | None, Solution | None]:
+    """Steps 2 and 3 with the cache counts fixed: (stage-1 Gbps in the box, solution), the solution
+    None if the Gbps falls short of `target` (unless accept_any), both None if the box holds no placement."""
     m = fm.model
-    target = relaxed_gbps * (1 - STAGE1_GAP) - 1e-6
     try:
-        if _most_gbps(fm, relax=True).objective < target:
-            return None
-        m.row(fm.delivered(), lb=target)
-        guide = _uncrossed(fm, _calm_then_stable(fm, relax=True))
+        best = _most_gbps(fm, relax=True).objective
+        guide = _uncrossed(fm, _calm_then_stable(fm, min(best, target), relax=True))
         m.rollback(start)
-        with _box(m, workers, guide):
+        with _box(m, workers, guide, current=fm.current):
             first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
-            if first.objective < target:
-                return None
-            _pin_gbps(fm, first.objective)
-            return _calm_then_stable(fm, relax=False, tolerance=UTIL_TOLERANCE)
+            if first.objective < target and not accept_any:
+                return first.objective, None
+            return first.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE)
     except Infeasible:
-        return None
+        return None, None
     finally:
         m.rollback(start)
+
+
+def _with_current(x, current: dict[int, int]):
+    x = x.copy()
+    for v, value in current.items():
+        x[v] = value
+    return x
 
 
 def _rounded_caches(fm: Formulation, guide: Solution, rounding) -> Solution:
@@ -168,7 +184,12 @@ def _rounded_caches(fm: Formulation, guide: Solution, rounding) -> Solution:
     for (p, s, k), v in sorted(fm.caches.items()):
         room = min(fm.problem.switches[s].classes[k].count - on_class.get((s, k), 0),
                    fm.problem.pools[p].max_hosts_per_switch - on_switch.get((p, s), 0), fm.model.ub[v])
-        x[v] = max(0, min(rounding(guide.x[v] - 1e-6 if rounding is math.ceil else guide.x[v]), room))
+        lo, hi = math.floor(guide.x[v] + 1e-6), math.ceil(guide.x[v] - 1e-6)
+        if lo <= fm.current.get(v, -1) <= hi:
+            want = fm.current[v]        # rounding either way: keep what runs today
+        else:
+            want = rounding(guide.x[v] - 1e-6 if rounding is math.ceil else guide.x[v])
+        x[v] = max(0, min(want, room))
         on_class[s, k] = on_class.get((s, k), 0) + int(x[v])
         on_switch[p, s] = on_switch.get((p, s), 0) + int(x[v])
     return dataclasses.replace(guide, x=x)
@@ -244,13 +265,15 @@ def _uncrossed(fm: Formulation, guide: Solution) -> Solution:
 
 
 @contextmanager
-def _box(m: LinearModel, variables: list[int], guide: Solution, keep: Solution | None = None):
-    """Bound each variable to the floor and ceiling of its guide value (and around `keep`'s value)."""
+def _box(m: LinearModel, variables: list[int], guide: Solution, keep: Solution | None = None,
+         current: dict[int, int] | None = None):
+    """Bound each variable to the floor and ceiling of its guide value, widened to take in
+    `keep`'s value and the current placement's (so staying put is always in the box)."""
     original = (list(m.lb), list(m.ub))
     for v in variables:
-        lo, hi = math.floor(guide.x[v] + 1e-6) - BOX_SLACK, math.ceil(guide.x[v] - 1e-6) + BOX_SLACK
-        if keep is not None:
-            lo, hi = min(lo, round(keep.x[v])), max(hi, round(keep.x[v]))
+        lo, hi = math.floor(guide.x[v] + 1e-6), math.ceil(guide.x[v] - 1e-6)
+        for value in ([round(keep.x[v])] if keep is not None else []) + ([current[v]] if current and v in current else []):
+            lo, hi = min(lo, value), max(hi, value)
         m.lb[v], m.ub[v] = max(original[0][v], lo), min(original[1][v], hi)
     try:
         yield
@@ -279,34 +302,45 @@ def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4) -> Solution:
         for j, v in fm.unplaced.items():
             m.ub[v] = fm.problem.fleets[j].replicas
     most = m.solve(gbps, maximise=True, relax=relax, gap=gap)
+    mark = m.mark()
     _pin_gbps(fm, most.objective)
     unplaced = {v: 1.0 for v in fm.unplaced.values()}
     fewest = m.solve(unplaced, relax=relax)
+    m.rollback(mark)       # the caller pins the Gbps, and may loosen it for stage 3
     m.row(unplaced, ub=fewest.objective + 1e-6)
     return dataclasses.replace(fewest, objective=most.objective)
 
 
-def _calm_then_stable(fm: Formulation, relax: bool, tolerance: float = UTIL_SLACK) -> Solution:
-    """Stage 2 (lowest peak utilisation), then stage 3 (fewest moves, then most caches).
+def _calm_then_stable(fm: Formulation, gbps: float, relax: bool, tolerance: float = UTIL_SLACK) -> Solution:
+    """Stage 2 (lowest peak utilisation at `gbps`), then stage 3 (fewest moves, then most caches).
 
-    As a guide (relaxed) without a current placement, stage 2 is enough: the
-    box around it holds the cache counts stage 3 then maximises."""
+    With a current placement, stage 3 counts Gbps within STAGE1_GAP as equal:
+    a re-plan does not move pods for a 0.1% gain (which the large-model
+    stages could not promise to find the same way twice anyway). Without a
+    current placement stage 3 only maximises cache hosts: as a guide (relaxed),
+    or with the counts fixed, stage 2 is enough.
+    """
     m: LinearModel = fm.model
+    mark = m.mark()
+    _pin_gbps(fm, gbps)
     # Peaks within the tolerance count as equal, so the search may stop that close to the best.
     second = m.solve({fm.util: 1.0}, relax=relax, abs_gap=tolerance / 2)
-    if relax and not fm.moves:
-        return second
+    if not fm.moves and (relax or all(m.lb[v] == m.ub[v] for v in fm.caches.values())):
+        return second       # nothing left for stage 3 to choose
+    if fm.moves:
+        m.rollback(mark)
+        _pin_gbps(fm, gbps, STAGE1_GAP)
     m.row({fm.util: 1.0}, ub=second.objective + tolerance)
     # Moves dominate: one pod moved outweighs every cache host there could be.
     weight = 1.0 + sum(m.ub[v] for v in fm.caches.values())
     third = {v: weight * c for v, c in fm.moves.items()}
     for v in fm.caches.values():
         third[v] = third.get(v, 0.0) - 1.0
-    return m.solve(third, relax=relax) if third else second
+    return m.solve(third, relax=relax)
 
 
 def _current(problem: Problem, current: Placement) -> Current:
-    """The current placement in model terms; pods whose switch or node is gone count as lost."""
+    """The current placement in model terms (pods whose switch or node is gone move whatever the plan)."""
     switch_index = {sw.name: s for s, sw in enumerate(problem.switches)}
     fleet_index = {f.name: j for j, f in enumerate(problem.fleets)}
     pool_index = {p.name: i for i, p in enumerate(problem.pools)}
@@ -318,15 +352,11 @@ def _current(problem: Problem, current: Placement) -> Current:
                 ring = min(count, current.hashed.get(fleet, {}).get(switch, 0))
                 out.workers[key] = count - ring
                 out.ring[key] = ring
-            elif fleet in fleet_index:
-                out.lost += count
     for pool, by_switch in current.caches.items():
         for switch, nodes in by_switch.items():
             for node in nodes:
                 key = _cache_class(problem, pool_index.get(pool), switch_index.get(switch), node)
-                if key is None:
-                    out.lost += 1
-                else:
+                if key is not None:     # a host whose node is gone moves whatever the plan
                     out.caches[key] = out.caches.get(key, 0) + 1
     return out
 
