@@ -90,16 +90,16 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
     stage. Stage 2 (a min-max) is what branch and bound cannot finish at
     thousands of integers, so larger models go in three steps:
 
-    1. cache counts: in a re-plan, today's; else (or if they lose more than
-       STAGE1_GAP of the LP's Gbps) rounded up from the LP's stage-2 (3) solution as far as
-       nodes and maxHostsPerSwitch allow (a cache host more never costs
-       Gbps unless its node's room was needed for workers), else to the
-       nearest; if both lose more than STAGE1_GAP of the LP's Gbps, a MILP
-       with only cache counts and routing flags integer picks them. The
-       counts are then fixed.
+    1. cache counts, fixed for the rest. Tried in turn, the first that keeps
+       the Gbps within STAGE1_GAP of the LP wins: in a re-plan, today's (a
+       moved cache starts cold); the LP's rounded up as far as nodes and
+       maxHostsPerSwitch allow (a cache host more costs no Gbps unless its
+       node's room was needed for workers); rounded to the nearest; a MILP
+       with only cache counts and routing flags integer.
     2. a guide: stages 2 and 3 as LPs at that Gbps.
     3. the integer stages over a box: each worker count between the floor and
-       ceiling of its guide value.
+       ceiling of its guide value (in a re-plan widened to take in today's
+       count, so staying put is always a candidate).
 
     If no cache counts tried keep the Gbps within STAGE1_GAP, the best of them
     is taken (the bound and gap say how far it is). Only if no box holds a
@@ -116,13 +116,13 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
         if len(fm.integers()) <= EXACT_LIMIT:
             first = _most_gbps(fm, relax=False)
             return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE)
-        calm = _calm_then_stable(fm, relaxed.objective, relax=True)
+        target = relaxed.objective * (1 - STAGE1_GAP) - 1e-6
+        calm = _calm_then_stable(fm, target, relax=True)
         m.rollback(start)
         candidates = [_rounded_caches(fm, calm, math.ceil), _rounded_caches(fm, calm, round), None]
         if fm.current:
             # a re-plan keeps today's cache hosts if that keeps the Gbps: a moved cache starts cold
             candidates.insert(0, dataclasses.replace(calm, x=_with_current(calm.x, fm.current)))
-        target = relaxed.objective * (1 - STAGE1_GAP) - 1e-6
         tried: list[tuple[float, Solution]] = []
         for counts in candidates:
             if counts is None:
@@ -196,39 +196,12 @@ def _rounded_caches(fm: Formulation, guide: Solution, rounding) -> Solution:
 
 
 def _cache_counts(fm: Formulation) -> Solution:
-    """Stage 1 with only cache counts and routing flags integer (then, with a current placement, fewest moves)."""
+    """Stages 1 to 3 with only cache counts and routing flags integer, workers continuous."""
     m = fm.model
     workers = [v for v in fm.integers() if v not in fm.flags and v not in fm.caches.values()]
     with _continuous(m, workers):
         counted = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
-        if fm.moves:
-            _pin_gbps(fm, counted.objective, STAGE1_GAP)
-            counted = m.solve(fm.moves, gap=STAGE1_GAP)
-    return counted
-
-
-@contextmanager
-def _continuous(m: LinearModel, variables: list[int]):
-    saved = [m.integer[v] for v in variables]
-    for v in variables:
-        m.integer[v] = False
-    try:
-        yield
-    finally:
-        for v, integer in zip(variables, saved):
-            m.integer[v] = integer
-
-
-@contextmanager
-def _fixed(m: LinearModel, variables: list[int], at: Solution):
-    saved = [(m.lb[v], m.ub[v]) for v in variables]
-    for v in variables:
-        m.lb[v] = m.ub[v] = round(at.x[v])
-    try:
-        yield
-    finally:
-        for v, (lo, hi) in zip(variables, saved):
-            m.lb[v], m.ub[v] = lo, hi
+        return _calm_then_stable(fm, counted.objective * (1 - STAGE1_GAP), relax=False, tolerance=UTIL_TOLERANCE)
 
 
 def _uncrossed(fm: Formulation, guide: Solution) -> Solution:
@@ -279,6 +252,31 @@ def _box(m: LinearModel, variables: list[int], guide: Solution, keep: Solution |
         yield
     finally:
         m.lb, m.ub = original
+
+
+
+@contextmanager
+def _continuous(m: LinearModel, variables: list[int]):
+    saved = [m.integer[v] for v in variables]
+    for v in variables:
+        m.integer[v] = False
+    try:
+        yield
+    finally:
+        for v, integer in zip(variables, saved):
+            m.integer[v] = integer
+
+
+@contextmanager
+def _fixed(m: LinearModel, variables: list[int], at: Solution):
+    saved = [(m.lb[v], m.ub[v]) for v in variables]
+    for v in variables:
+        m.lb[v] = m.ub[v] = round(at.x[v])
+    try:
+        yield
+    finally:
+        for v, (lo, hi) in zip(variables, saved):
+            m.lb[v], m.ub[v] = lo, hi
 
 
 def _pin_gbps(fm: Formulation, gbps: float, slack: float = GBPS_SLACK) -> None:
