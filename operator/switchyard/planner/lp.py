@@ -72,8 +72,8 @@ class LinearModel:
         self.integer.append(integer)
         return len(self.lb) - 1
 
-    def row(self, terms: Iterable[tuple[int, float]] | Mapping[int, float], lb: float = -INF, ub: float = INF) -> int:
-        items = terms.items() if isinstance(terms, Mapping) else terms
+    def row(self, terms: Iterable[tuple[int, float]] | dict[int, float], lb: float = -INF, ub: float = INF) -> int:
+        items = terms.items() if isinstance(terms, dict) else terms
         self._row_start.append(len(self._cols))
         for col, coef in items:
             if coef:

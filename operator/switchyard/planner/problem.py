@@ -9,7 +9,7 @@ same input always builds the same model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..topology import Host, Topology, parse_quantity
 from .model import FleetRequest, PoolRequest, Unsatisfiable
@@ -66,6 +66,7 @@ class Problem:
     pools: tuple[PoolSpec, ...]
     fleets: tuple[FleetSpec, ...]
     wan_gbps: float
+    _slots: dict = field(default_factory=dict, compare=False, repr=False)   # memo of slots()
 
     def serve(self, pool: int, node_class: NodeClass) -> float:
         """What one cache host of `pool` on a node of this class can serve."""
@@ -77,6 +78,12 @@ class Problem:
 
     def slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None = None) -> int:
         """Workers of `fleet` one node of the class holds (alone), optionally next to a cache."""
+        key = (fleet, id(node_class), cache_pool)
+        if key not in self._slots:
+            self._slots[key] = self._count_slots(fleet, node_class, cache_pool)
+        return self._slots[key]
+
+    def _count_slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None) -> int:
         f = self.fleets[fleet]
         cpu, mem, pods, nic = node_class.cpu_millis, node_class.memory_bytes, node_class.pods, node_class.nic_gbps
         if cache_pool is not None:
