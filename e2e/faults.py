@@ -91,40 +91,62 @@ class ApiServerOutage:
     kwokctl's binary runtime records each component's pid under
     ~/.kwok/clusters/NAME/pids/; /proc gives the exact command line and working
     directory, so the restarted process is the same server on the same port
-    with the same etcd data.
+    with the same etcd data. kube-controller-manager and kube-scheduler exit
+    when they cannot renew their leader lease (as on a real control plane,
+    where the kubelet restarts them); `start` restarts whichever exited, the
+    way that supervisor would.
     """
+
+    COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
 
     def __init__(self, cluster_name: str):
         self.name = cluster_name
-        self.pid_file = KWOK_HOME / cluster_name / "pids" / "kube-apiserver.pid"
-        self.log_file = KWOK_HOME / cluster_name / "logs" / "kube-apiserver.log"
-        self.argv: list[str] | None = None
-        self.cwd: str | None = None
+        self.home = KWOK_HOME / cluster_name
+        self.commands: dict[str, tuple[list[str], str]] = {}
+        self.restarted: list[str] = []
+
+    def _pid(self, component: str) -> int:
+        return int((self.home / "pids" / f"{component}.pid").read_text().strip())
 
     def stop(self) -> None:
-        pid = int(self.pid_file.read_text().strip())
-        self.argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
-        self.cwd = os.readlink(f"/proc/{pid}/cwd")
+        for component in self.COMPONENTS:
+            pid = self._pid(component)
+            argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+            self.commands[component] = (argv, os.readlink(f"/proc/{pid}/cwd"))
+        pid = self._pid("kube-apiserver")
+        # SIGTERM closes the listener at once; the process then drains for up to a
+        # minute, so it is killed after a few seconds to make the restart possible.
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while pathlib.Path(f"/proc/{pid}").exists():
-            if _is_zombie(pid):
-                break
+        deadline = time.monotonic() + 5
+        while pathlib.Path(f"/proc/{pid}").exists() and not _is_zombie(pid):
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.2)
 
-    def start(self, timeout: float = 120) -> None:
-        assert self.argv, "stop() first"
-        with self.log_file.open("a") as log:
-            proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT,
+    def _spawn(self, component: str) -> None:
+        argv, cwd = self.commands[component]
+        with (self.home / "logs" / f"{component}.log").open("a") as log:
+            proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pid_file.write_text(str(proc.pid))
+        (self.home / "pids" / f"{component}.pid").write_text(str(proc.pid))
+        self.restarted.append(component)
+
+    def start(self, timeout: float = 120) -> None:
+        assert self.commands, "stop() first"
+        self._spawn("kube-apiserver")
         deadline = time.monotonic() + timeout
         while not _api_ready(self.name):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kube-apiserver of {self.name} not ready {timeout:.0f}s after restart")
             time.sleep(0.5)
+        self.supervise()
+
+    def supervise(self) -> None:
+        """Restart any other control-plane component that has exited."""
+        for component in self.COMPONENTS[1:]:
+            pid = self._pid(component)
+            if not pathlib.Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+                self._spawn(component)
 
 
 def _is_zombie(pid: int) -> bool:
