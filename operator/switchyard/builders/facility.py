@@ -32,6 +32,8 @@ def fleet_plan(facility: str, spec: AnalysisFacilitySpec, plan: Plan, fleet_key:
     return {
         "switchLabel": spec.network.switch_label,
         "workers": dict(sorted(plan.placement.workers.get(fleet_key, {}).items())),
+        # Of those, the ring (hashed) readers per switch: read back as the current placement.
+        "hashed": dict(sorted((plan.placement.hashed.get(fleet_key) or {}).items())),
         "pool": pool_object_name(facility, pool.name) if pool else None,
         "poolPort": pool.port if pool else 1094,
         "cacheSwitches": sorted(plan.placement.caches.get(pool_name, {})),

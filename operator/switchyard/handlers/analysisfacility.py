@@ -35,7 +35,7 @@ def _current_placement(children: list[dict], standalone: list[dict], spec: Analy
     """The placement the children realise now, read back from their plan annotations."""
     pools = {pool_object_name(facility, p.name): p.name for p in spec.cache_pools}
     fleets = {fleet_object_name(facility, f.name): f.name for f in spec.fleets}
-    caches, workers = {}, {}
+    caches, workers, hashed = {}, {}, {}
     for child in children + standalone:
         data = load_plan(child["metadata"].get("annotations")) or {}
         name = child["metadata"]["name"]
@@ -43,7 +43,8 @@ def _current_placement(children: list[dict], standalone: list[dict], spec: Analy
             caches[pools[name]] = {sw: tuple(nodes) for sw, nodes in data.get("hosts", {}).items()}
         elif child["kind"] == "WorkerFleet":
             workers[fleets.get(name, name)] = dict(data.get("workers", {}))
-    return Placement(caches=caches, workers=workers)
+            hashed[fleets.get(name, name)] = dict(data.get("hashed", {}))
+    return Placement(caches=caches, workers=workers, hashed=hashed)
 
 
 def _summary(plan: planner.Plan) -> dict:
