@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/switchyard
 export SWITCHYARD_CACHE := $(CACHE)
 
-.PHONY: help install deps tools generate check-generated test unit integration e2e demo down bench bench-planner bench-xcache helm-lint dockerfile-test e2e-chart clean
+.PHONY: help install deps tools generate check-generated test unit integration e2e demo down bench bench-planner bench-xcache bench-fleet bench-install helm-lint dockerfile-test e2e-chart clean
 
 help:
 	@echo "make demo      start a local simulated cluster, run the operator, apply examples/facility.yaml"
@@ -64,13 +64,22 @@ demo: install tools
 down: install
 	$(PY) hack/demo.py down
 
-bench: bench-planner bench-xcache
+bench: bench-planner bench-xcache bench-fleet
 
-bench-planner: install
-	bash bench/run-planner.sh
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e 'operator[test,bench]'
+	touch $@
 
-bench-xcache: install deps
+bench-install: $(VENV)/.bench-installed
+
+bench-planner: bench-install
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash bench/run-planner.sh
+
+bench-xcache: bench-install deps
 	$(PY) bench/xcache_bench.py
+
+bench-fleet: bench-install tools
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash bench/run-fleet.sh
 
 clean:
 	rm -rf $(VENV) operator/*.egg-info
