@@ -78,6 +78,8 @@ def render(data: dict) -> str:
         out += _churn(data["churn"])
     if data.get("credentials"):
         out += _credentials(data["credentials"])
+    if data.get("findings"):
+        out += ["## Findings (observed, not yet fixed)", ""] + [f"- {f['text']}" for f in data["findings"]] + [""]
     missing = [k for k in ("faults", "bad_input", "churn", "credentials") if not data.get(k)]
     if missing:
         out += [f"Not measured in this run: {', '.join(missing)}.", ""]
