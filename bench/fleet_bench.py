@@ -282,6 +282,16 @@ def plain_deployment(name: str, replicas: int, template: dict) -> dict:
                      "template": {"metadata": {"labels": labels}, "spec": spec}}}
 
 
+def per_switch_deployment(name: str, index: int, replicas: int, template: dict) -> dict:
+    """A copy of one of the fleet's Deployments (switch affinity kept), applied by kubectl: the
+    control plane's time for the operator's own objects, without the operator."""
+    labels = {"app": name, "bench": "plain-per-switch", "part": str(index)}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": f"{name}-{index}", "namespace": NS, "labels": {"app": name}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": template["spec"]}}}
+
+
 def dask_cluster(name: str, workers: int) -> dict:
     res = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
     return {
@@ -361,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ramp-rate", type=float, default=10000, help="rampUp.maxStartsPerSecond for (a)")
     parser.add_argument("--default-rate-run", action="store_true", help="also one (a) run at the default 20/s")
     parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--per-switch-control", action="store_true",
+                        help="also apply copies of the fleet's own per-switch Deployments with kubectl")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--out", default=str(RESULTS / "fleet.md"))
@@ -404,16 +416,19 @@ def main(argv: list[str] | None = None) -> int:
         log(f"facility Ready in {time.monotonic() - t:.0f}s; operator RSS {rss.peak() / 2**20:.0f} MiB")
         results["rss_before_mib"] = round(rss.peak() / 2**20, 1)
         template = None
+        fleet_deployments: list = []
         sy_agents = ("switchyard", "kopf")
 
         def run_fleet(name, count, rate):
             nonlocal template
 
             def delete():
-                nonlocal template
+                nonlocal template, fleet_deployments
                 if template is None:
-                    out = kubectl("get", "deployments", "-n", NS, "-l", f"switchyard.dev/fleet={name}", "-o", "json")
-                    template = json.loads(out)["items"][0]["spec"]["template"]
+                    out = json.loads(kubectl("get", "deployments", "-n", NS, "-l", f"switchyard.dev/fleet={name}",
+                                             "-o", "json"))["items"]
+                    template = out[0]["spec"]["template"]
+                    fleet_deployments = [(d["spec"]["replicas"], d["spec"]["template"]) for d in out]
                 kubectl("delete", "workerfleet", name, "-n", NS, "--wait=false")
             r = measure(f"switchyard fleet {name} (rate {rate:g}/s)", NS, f"switchyard.dev/fleet={name}", count,
                         lambda: apply(fleet(name, count, rate)), delete, args.timeout, audit, sy_agents, rss,
@@ -431,6 +446,15 @@ def main(argv: list[str] | None = None) -> int:
                         args.timeout, audit, (), None)
             r["kind"] = "plain"
             results["runs"].append(r)
+            if args.per_switch_control:
+                name = f"plainsw{rep}"
+                r = measure(f"plain per-switch Deployments {name}", NS, f"app={name}", n,
+                            lambda: apply([per_switch_deployment(name, i, replicas, tpl)
+                                           for i, (replicas, tpl) in enumerate(fleet_deployments)]),
+                            lambda: kubectl("delete", "deployments", "-n", NS, "-l", f"app={name}", "--wait=false"),
+                            args.timeout, audit, (), None)
+                r["kind"] = "plain-per-switch"
+                results["runs"].append(r)
             if nd != n:
                 results["runs"].append({**run_fleet(f"w{rep}s", nd, args.ramp_rate), "kind": "switchyard-small"})
                 name = f"plain{rep}s"
@@ -522,6 +546,9 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         verdict = "meets" if x / y <= 1.2 else "misses"
         lines.append(f"- repeat {i}: (a) switchyard / (b) plain Deployment, {n} pods: {x:.1f} s / {y:.1f} s = "
                      f"**{x / y:.2f}** ({verdict} the target ≤ 1.2)")
+    for i, (x, y) in enumerate(zip(a, times("plain-per-switch")), 1):
+        lines.append(f"- repeat {i}: (a) switchyard / copies of its own per-switch Deployments applied with kubectl: "
+                     f"{x:.1f} s / {y:.1f} s = **{x / y:.2f}** (the part of (a)/(b) the operator itself adds)")
     if a_small:
         for i, (x, y) in enumerate(zip(a_small, b_small), 1):
             lines.append(f"- repeat {i}: switchyard / plain Deployment at {nd} pods: {x:.1f} s / {y:.1f} s = **{x / y:.2f}**")
@@ -559,6 +586,9 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         f"- **(b) plain Deployment**: one Deployment of {n} replicas with the fleet's own pod template (copied from "
         "one of its Deployments, switch node selector removed), in the same namespace and cluster, applied with "
         "kubectl: what the control plane alone takes.",
+        "- **(b') per-switch copies** (only with `--per-switch-control`): the fleet's own Deployments (same counts "
+        "per switch, switch node affinity kept) copied under other names and applied with kubectl: what the "
+        "control plane takes for exactly the objects switchyard creates, without the operator.",
         f"- **(c) dask-kubernetes** {results.get('dask_version', '')}: `kopf run -m dask_kubernetes.operator.controller "
         "--all-namespaces --standalone` runs locally with the CRDs from the Helm chart's `crds/` folder inside the "
         f"installed package; the clock runs from applying a `DaskCluster` with {nd} workers (same requests, 1 CPU / "
