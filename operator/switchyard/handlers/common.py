@@ -66,6 +66,7 @@ def serialised(uid: str, wait: bool) -> Iterator[bool]:
 
 def forget(uid: str) -> None:
     _applied.pop(uid, None)
+    _applied.pop(f"{uid}/pods", None)
     with _locks_guard:
         _locks.pop(uid, None)
 
@@ -220,6 +221,13 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
     from ..builders.common import SWITCH_LABEL
 
     switch_of = {n.name: n.label(switch_label) for n in nodes}
+    # The scheduler honours the switch affinity, so pods can only become
+    # misplaced when a node changes switch: list them only then (or on resync).
+    key = f"{body['metadata']['uid']}/pods"
+    digest = hashlib.sha256(json.dumps(sorted(switch_of.items()), default=str).encode()).hexdigest()
+    if not needs_apply(key, digest):
+        return 0
+    mark_applied(key, digest)
     namespace = body["metadata"]["namespace"]
     evicted = 0
     for pod in kube().list("Pod", namespace, selector):
