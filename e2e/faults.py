@@ -103,6 +103,7 @@ class ApiServerOutage:
         self.name = cluster_name
         self.home = KWOK_HOME / cluster_name
         self.commands: dict[str, tuple[list[str], str]] = {}
+        self.children: dict[str, subprocess.Popen] = {}
         self.restarted: list[str] = []
 
     def _pid(self, component: str) -> int:
@@ -129,9 +130,17 @@ class ApiServerOutage:
             proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         (self.home / "pids" / f"{component}.pid").write_text(str(proc.pid))
+        self.children[component] = proc
         self.restarted.append(component)
 
-    def start(self, timeout: float = 120) -> None:
+    def _running(self, component: str) -> bool:
+        proc = self.children.get(component)
+        if proc is not None:
+            return proc.poll() is None  # also reaps it
+        pid = self._pid(component)
+        return pathlib.Path(f"/proc/{pid}").exists() and not _is_zombie(pid)
+
+    def start(self, timeout: float = 120, settle: float = 20) -> None:
         assert self.commands, "stop() first"
         self._spawn("kube-apiserver")
         deadline = time.monotonic() + timeout
@@ -139,13 +148,17 @@ class ApiServerOutage:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kube-apiserver of {self.name} not ready {timeout:.0f}s after restart")
             time.sleep(0.5)
-        self.supervise()
+        # A component that lost its lease may still be exiting (holding its port), and
+        # a restarted one may fail to bind: keep restarting for a while, as a kubelet would.
+        until = time.monotonic() + settle
+        while time.monotonic() < until:
+            self.supervise()
+            time.sleep(1)
 
     def supervise(self) -> None:
         """Restart any other control-plane component that has exited."""
         for component in self.COMPONENTS[1:]:
-            pid = self._pid(component)
-            if not pathlib.Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+            if not self._running(component):
                 self._spawn(component)
 
 
