@@ -23,13 +23,15 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CACHE = pathlib.Path(os.environ.get("SWITCHYARD_CACHE", pathlib.Path.home() / ".cache" / "switchyard"))
-# kwokctl's binary runtime binds fixed ports; each named cluster gets its own block.
-PORT_BLOCKS = {"switchyard-demo": 32100, "switchyard-e2e": 32200, "switchyard-bench": 32300}
+# kwokctl's binary runtime binds fixed ports; each named cluster gets its own
+# block, below Linux's ephemeral range (32768+) so that no outgoing connection
+# can hold a port a component is about to bind.
+PORT_BLOCKS = {"switchyard-demo": 21100, "switchyard-e2e": 21200, "switchyard-bench": 21300}
 
 
 def port_base(name: str) -> int:
     """A block of 10 ports per cluster name, so clusters can run side by side."""
-    return PORT_BLOCKS.get(name) or 33000 + zlib.crc32(name.encode()) % 200 * 10
+    return PORT_BLOCKS.get(name) or 22000 + zlib.crc32(name.encode()) % 900 * 10
 
 
 def log(message: str) -> None:
