@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/switchyard
 export SWITCHYARD_CACHE := $(CACHE)
 
-.PHONY: help install deps tools generate check-generated test unit integration e2e demo down bench bench-planner bench-xcache bench-fleet bench-install helm-lint dockerfile-test e2e-chart clean
+.PHONY: help install deps tools generate check-generated test unit integration e2e demo down bench bench-planner bench-xcache bench-fleet bench-install soak bench-reliability helm-lint dockerfile-test e2e-chart clean
 
 help:
 	@echo "make demo      start a local simulated cluster, run the operator, apply examples/facility.yaml"
@@ -40,6 +40,17 @@ unit: install
 
 integration: install deps tools
 	CI=1 $(PY) -m pytest -q -m integration operator/tests/integration
+
+# The fault suite at full size (10 kills on 1,000 workers, 30 s and 120 s outages,
+# 500 churn cycles, 1,000 hostile specs); `make test` runs it scaled down.
+soak: install tools
+	SWITCHYARD_SOAK=1 SWITCHYARD_RELIABILITY_REPORT=1 $(PY) -m pytest -q e2e/test_faults.py
+	$(PY) bench/reliability_report.py
+
+bench-reliability: install tools
+	rm -f bench/results/reliability.json
+	SWITCHYARD_RELIABILITY_REPORT=1 $(PY) -m pytest -q e2e/test_faults.py
+	$(PY) bench/reliability_report.py
 
 helm-lint: tools
 	$(CACHE)/bin/helm lint --strict charts/switchyard

@@ -96,8 +96,12 @@ class Kube:
         # configured): JSON bytes suit JSON, merge-patch and apply-patch alike,
         # whatever the client library's own serialisation rules are.
         data = json.dumps(body).encode() if body is not None else None
-        resp = self.api.rest_client.pool_manager.request(
-            method, url, body=data, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=True)
+        try:
+            resp = self.api.rest_client.pool_manager.request(
+                method, url, body=data, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # An unreachable API server is an API error like any other: retried, never fatal.
+            raise ApiError(0, "Unreachable", str(exc)) from exc
         raw = resp.data
         payload = json.loads(raw) if raw else {}
         if resp.status >= 400:
@@ -202,6 +206,12 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
     reconcile costs one list per kind plus one apply per child.
     """
     namespace = owner["metadata"]["namespace"]
+    # A reconcile that outlives its owner must not write children the garbage
+    # collector has just removed.
+    current = kube.get(owner["kind"], namespace, owner["metadata"]["name"])
+    if current is None or current["metadata"]["uid"] != owner["metadata"]["uid"] \
+            or current["metadata"].get("deletionTimestamp"):
+        return SyncResult([], [])
     selector = {OWNER_UID_LABEL: owner["metadata"]["uid"]}
     existing = {
         f"{kind}/{obj['metadata']['name']}": obj
