@@ -89,9 +89,9 @@ class Kube:
         cfg = self.api.configuration
         url = cfg.host + path + ("?" + urlencode(query) if query else "")
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": "switchyard"}
-        for setting in cfg.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[setting["key"]] = setting["value"]
+        token = bearer_token(cfg)
+        if token:
+            headers["Authorization"] = token
         # Straight to the client's urllib3 pool (TLS and certificates already
         # configured): JSON bytes suit JSON, merge-patch and apply-patch alike,
         # whatever the client library's own serialisation rules are.
@@ -169,6 +169,25 @@ class Kube:
             if exc.status in (404, 409):
                 return False
             raise
+
+
+def bearer_token(cfg: kubernetes.client.Configuration) -> str | None:
+    """The Authorization header value, wherever this client version keeps the token.
+
+    The kubeconfig and in-cluster loaders store it under 'authorization'
+    (with its 'Bearer' prefix); some client versions' auth_settings() only
+    look under 'BearerToken'. Refresh hooks (expiring tokens) run first.
+    """
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook(cfg)
+    token = cfg.api_key.get("authorization")
+    if token:
+        return token
+    token = cfg.api_key.get("BearerToken")
+    if not token:
+        return None
+    prefix = cfg.api_key_prefix.get("BearerToken")
+    return f"{prefix} {token}" if prefix else token
 
 
 def owner_reference(owner: Mapping) -> dict:
