@@ -34,6 +34,16 @@ class Image(Values):
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Image pull policy.")
 
 
+class Images(Values):
+    allowed: list[Annotated[str, StringConstraints(min_length=1, pattern=r"^[^\s,]+$")]] = Field(
+        default_factory=list,
+        description="Image allowlist for what switchyard runs (SWITCHYARD_ALLOWED_IMAGES): prefixes (end a registry "
+                    "or organisation with `/`, a repository with `:`), or glob patterns with `*`. A facility, "
+                    "pool or fleet asking for another image gets Ready=False, reason ImageNotAllowed, and "
+                    "nothing is created. Empty allows every image. The operator's own exporter image is always "
+                    "allowed.")
+
+
 class Watch(Values):
     mode: Literal["cluster", "namespaced"] = Field(
         "cluster", description="`cluster`: watch switchyard objects in every namespace (ClusterRole). `namespaced`: "
@@ -119,6 +129,7 @@ class Dashboards(Values):
 
 class ChartValues(Values):
     image: Image = Field(default_factory=Image, description="The operator image.")
+    images: Images = Field(default_factory=Images, description="Images the operator may run for facilities.")
     image_pull_secrets: list[str] = Field(default_factory=list, description="Names of Secrets to pull the image with.")
     name_override: str = Field("", description="Replaces the chart name in object names.")
     fullname_override: str = Field("", description="Replaces the release-and-chart name of objects.")

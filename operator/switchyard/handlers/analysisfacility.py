@@ -9,6 +9,8 @@ from ..api import GROUP, VERSION, AnalysisFacilitySpec
 from ..api.workerfleet import WorkerFleetSpec
 from ..builders.common import PLAN_ANNOTATION, dump_plan, load_plan
 from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name
+from ..builders.workerfleet import worker_image
+from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..planner import FleetRequest, Placement, PoolRequest
 from ..topology import snapshot
@@ -72,6 +74,14 @@ def _export(namespace: str, name: str, spec: AnalysisFacilitySpec, plan: planner
                 fleets=[c for c in fleets if c["kind"] == "WorkerFleet"])
 
 
+def _images(spec: AnalysisFacilitySpec) -> list[str]:
+    """Every image the inline children would run (the operator's own helper image aside)."""
+    images = [p.image for p in spec.cache_pools] + [worker_image(f) for f in spec.fleets]
+    if spec.staging is not None and spec.staging.embedded is not None:
+        images.append(spec.staging.embedded.image)
+    return images
+
+
 def _children_state(children: list[dict]) -> dict[str, cond.State]:
     not_ready = [c for c in children if not cond.is_true((c.get("status") or {}).get("conditions"), "Ready")]
     degraded = [c for c in children if cond.is_true((c.get("status") or {}).get("conditions"), "Degraded")]
@@ -97,6 +107,11 @@ def reconcile(body, logger, node_index, **_) -> None:
     if spec is None:
         # Nothing is applied or pruned: running children stay as they are.
         write_status(KIND, body, keep, cond.failed("InvalidSpec", error), logger)
+        return
+    refused = refusal(_images(spec))
+    if refused:
+        # As for a bad spec: no child is created, changed or pruned.
+        write_status(KIND, body, keep, refused, logger)
         return
 
     topology = snapshot(nodes_of(node_index), spec.network)

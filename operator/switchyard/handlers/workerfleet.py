@@ -8,7 +8,8 @@ from .. import conditions as cond
 from .. import rampup
 from ..api import WorkerFleetSpec
 from ..builders.common import FLEET_LABEL, load_plan
-from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selector
+from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selector, worker_image
+from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS
 from .common import CONFIG, converge, evict_misplaced_pods, register, validate, write_status
 from .indexes import nodes_of, workloads_of
@@ -43,6 +44,10 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         write_status(KIND, body, base, cond.failed("InvalidSpec", error), logger)
         return
     base["engine"] = engine(spec)
+    refused = refusal([worker_image(spec)])  # workers and scheduler; the jitter helper is the operator's image
+    if refused:
+        write_status(KIND, body, base, refused, logger)
+        return
     plan = load_plan(meta.get("annotations"))
     if plan is None:
         write_status(KIND, body, base, cond.progressing(

@@ -142,6 +142,19 @@ def test_values_reach_the_pod():
     assert default_env["SWITCHYARD_EXPORTER_IMAGE"] == "ghcr.io/switchyard-dev/switchyard:0.1.0"
 
 
+def test_image_allowlist_reaches_the_operator_only_when_set():
+    def env_of(*sets):
+        container = one(render(*sets), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value") for e in container["env"]}
+    assert "SWITCHYARD_ALLOWED_IMAGES" not in env_of()  # empty list: every image allowed
+    env = env_of("images.allowed={ghcr.io/switchyard/,opensciencegrid/xcache:}")
+    assert env["SWITCHYARD_ALLOWED_IMAGES"] == "ghcr.io/switchyard/,opensciencegrid/xcache:"
+    from switchyard.imagepolicy import ImagePolicy
+    assert ImagePolicy.parse(env["SWITCHYARD_ALLOWED_IMAGES"]).entries == ("ghcr.io/switchyard/", "opensciencegrid/xcache:")
+    refused = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION, "--set", "images.allowed={a b}", check=False)
+    assert refused.returncode != 0 and "schema" in refused.stderr
+
+
 def _rules(role: dict) -> dict[tuple[str, str], set[str]]:
     out: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
