@@ -43,7 +43,8 @@ def operator(cluster: Cluster):
     """The operator, run as users run it (`switchyard run`), against the local cluster."""
     LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / "operator.log"
-    env = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10"}
+    env = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10",
+           "SWITCHYARD_DISK_READ_SECONDS": "3"}
     with log_path.open("w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
                                  "--metrics-port", "0", "--health-port", "0"],

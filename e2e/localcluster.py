@@ -62,6 +62,11 @@ def kubectl(name: str, *args: str, check: bool = True, capture: bool = True, inp
     return result.stdout if capture else ""
 
 
+def node_address(index: int) -> str:
+    """The loopback address of the index-th simulated node (127.1.0.1, 127.1.0.2, ...)."""
+    return f"127.1.{index // 250}.{index % 250 + 1}"
+
+
 def node_manifests(topology_path: pathlib.Path) -> list[dict]:
     """Simulated Node objects for a topology file (errors name the field)."""
     sys.path.insert(0, str(REPO / "operator"))
@@ -69,7 +74,7 @@ def node_manifests(topology_path: pathlib.Path) -> list[dict]:
 
     topo = load_topology(yaml.safe_load(topology_path.read_text()) or {}, str(topology_path))
     nodes = []
-    for info in topo.node_infos():
+    for index, info in enumerate(topo.node_infos()):
         resources = {"cpu": str(info.cpu_millis // 1000), "memory": f"{info.memory_bytes // 2**20}Mi",
                      "pods": str(info.pods)}
         nodes.append({
@@ -81,7 +86,11 @@ def node_manifests(topology_path: pathlib.Path) -> list[dict]:
                            "kubernetes.io/arch": "amd64", "type": "kwok"},
             },
             "spec": {},
+            # A loopback InternalIP per node: kwok gives host-network pods (the cache
+            # hosts) their node's address, so a test can serve a host's exporter there.
             "status": {"allocatable": resources, "capacity": dict(resources), "phase": "Running",
+                       "addresses": [{"type": "InternalIP", "address": node_address(index)},
+                                     {"type": "Hostname", "address": info.name}],
                        "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
                                     "kubeProxyVersion": "fake"}},
         })

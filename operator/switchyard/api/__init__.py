@@ -67,6 +67,7 @@ KINDS: tuple[Kind, ...] = (
             {"name": "Hosts", "type": "integer", "jsonPath": ".status.hosts"},
             {"name": "Ready-Hosts", "type": "integer", "jsonPath": ".status.readyHosts"},
             {"name": "Serving-Gbps", "type": "number", "jsonPath": ".status.servingGbps"},
+            {"name": "Disk-Used-%", "type": "number", "jsonPath": ".status.disk.usedPercent"},
             {"name": "Endpoint", "type": "string", "priority": 1, "jsonPath": ".status.endpoint"},
             _reason_column(),
             _age_column(),

@@ -205,6 +205,30 @@ class SwitchCount(Model):
     ready: int = Field(default=0, description="Ready count.")
 
 
+class HostDiskUsage(Model):
+    """The data space of one cache host, as its exporter reports it."""
+
+    host: str = Field(description="Node name of the cache host.")
+    switch: str = Field(default="", description="Switch of the cache host.")
+    used_bytes: int = Field(default=0, description="Bytes used on the data space's filesystems.")
+    total_bytes: int = Field(default=0, description="Size of the data space's filesystems.")
+    used_percent: float = Field(default=0, description="Used share of the data space, in percent.")
+    past_high_watermark: bool = Field(default=False, description="Above pfc.diskusage's high water mark: XRootD is purging.")
+
+
+class PoolDiskUsage(Model):
+    """Disk usage of the pool's data spaces, read from the cache hosts' exporters."""
+
+    used_bytes: int = Field(default=0, description="Bytes used, summed over the reporting hosts.")
+    total_bytes: int = Field(default=0, description="Data space size, summed over the reporting hosts.")
+    used_percent: float = Field(default=0, description="Used share over the reporting hosts, in percent.")
+    high_watermark_percent: float = Field(default=0, description="pfc.diskusage high water mark, in percent.")
+    hosts_reporting: int = Field(default=0, description="Ready hosts whose exporter answered.")
+    hosts_unreachable: list[str] = Field(default=[], description="Ready hosts whose exporter did not answer (network policy, or the sidecar is down).")
+    hosts: list[HostDiskUsage] = Field(default=[], description="Every reporting host.")
+    observed_at: str = Field(default="", description="When the exporters were read (RFC 3339).")
+
+
 class XCachePoolStatus(CommonStatus):
     """Observed state of an XCachePool."""
 
@@ -213,3 +237,4 @@ class XCachePoolStatus(CommonStatus):
     switches: list[SwitchCount] = Field(default=[], description="Planned and ready hosts per switch.")
     serving_gbps: float = Field(default=0, description="Serving capacity of the ready hosts, in Gbps.")
     endpoint: str = Field(default="", description="The pool-wide Service address (host:port).")
+    disk: PoolDiskUsage | None = Field(default=None, description="Disk usage of the data spaces; absent until the exporters were read.")

@@ -33,6 +33,8 @@ class OperatorConfig:
         "SWITCHYARD_EXPORTER_IMAGE", "ghcr.io/switchyard-dev/switchyard:0.1.0"))
     timer_seconds: float = field(default_factory=lambda: float(os.environ.get("SWITCHYARD_TIMER_SECONDS", "5")))
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("SWITCHYARD_RESYNC_SECONDS", "60")))
+    # How often a pool's cache hosts' exporters are read for disk usage.
+    disk_read_seconds: float = field(default_factory=lambda: float(os.environ.get("SWITCHYARD_DISK_READ_SECONDS", "30")))
     kubeconfig: str | None = field(default_factory=lambda: os.environ.get("KUBECONFIG"))
 
 

@@ -1,0 +1,65 @@
+"""Pool disk usage from exporter metrics: parsed from a real exporter's output."""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from switchyard.api import XCachePoolStatus
+from switchyard.cachedisk import HostDisk, disk_status, full_hosts_message, parse_host_disk
+from switchyard.exporter import ExporterSettings, XCacheCollector
+
+
+def exporter_text(tmp_path, high: float) -> str:
+    """What `switchyard exporter` serves for a cache whose data disk is `tmp_path`."""
+    (tmp_path / "meta").mkdir()
+    registry = CollectorRegistry()
+    registry.register(XCacheCollector(ExporterSettings(
+        pool="p", host="h", switch="s", data_paths=(str(tmp_path),), meta_paths=(str(tmp_path / "meta"),),
+        low_watermark=high / 2, high_watermark=high)))
+    return generate_latest(registry).decode()
+
+
+def test_parses_the_data_space_of_a_real_exporter(tmp_path):
+    st = os.statvfs(tmp_path)
+    report = parse_host_disk(exporter_text(tmp_path, 0.95), "node-a", "sw1", default_high_watermark=0.5)
+    assert report is not None
+    assert report.total_bytes == st.f_blocks * st.f_frsize
+    assert 0 < report.used_bytes <= report.total_bytes
+    # The water mark the host's exporter reports wins over the spec's default.
+    assert report.high_watermark == 0.95
+    assert (report.host, report.switch) == ("node-a", "sw1")
+
+
+def test_a_tiny_high_watermark_marks_the_host_full(tmp_path):
+    report = parse_host_disk(exporter_text(tmp_path, 1e-9), "node-a", "sw1", 0.95)
+    assert report.past_high_watermark
+    message = full_hosts_message([report])
+    assert "node-a" in message and "high water mark" in message
+
+
+def test_text_without_a_data_space_or_garbage_is_no_report():
+    assert parse_host_disk("", "h", "s", 0.9) is None
+    assert parse_host_disk("# HELP x y\nx 1\n", "h", "s", 0.9) is None
+    assert parse_host_disk("not { prometheus text", "h", "s", 0.9) is None
+
+
+def test_status_sums_hosts_and_names_the_unreachable():
+    reports = [HostDisk("b", "sw2", 96, 100, 0.95), HostDisk("a", "sw1", 10, 100, 0.95)]
+    status = disk_status(reports, ["c"], 0.95, "2026-11-22T00:00:00Z")
+    assert status["usedBytes"] == 106 and status["totalBytes"] == 200 and status["usedPercent"] == 53.0
+    assert status["highWatermarkPercent"] == 95.0
+    assert status["hostsReporting"] == 2 and status["hostsUnreachable"] == ["c"]
+    assert [h["host"] for h in status["hosts"]] == ["a", "b"]
+    assert [h["pastHighWatermark"] for h in status["hosts"]] == [False, True]
+    # The status the handler writes is one the CRD's schema accepts.
+    XCachePoolStatus.model_validate({"disk": status})
+    assert full_hosts_message(reports) == (
+        "data space past the high water mark on b 96.0% > 95.0%; XRootD purges it back to the low water mark")
+
+
+def test_no_hosts_no_division_by_zero():
+    status = disk_status([], [], 0.9, "t")
+    assert status["usedPercent"] == 0.0 and status["hosts"] == []
+    assert full_hosts_message([]) == ""
