@@ -35,6 +35,13 @@ class Solution:
         return float(sum(c * self.x[i] for i, c in terms.items()))
 
 
+def _as_solution(x) -> highspy.HighsSolution:
+    sol = highspy.HighsSolution()
+    sol.col_value = list(map(float, x))
+    sol.value_valid = True
+    return sol
+
+
 class Infeasible(Exception):
     pass
 
@@ -94,7 +101,7 @@ class LinearModel:
         del self._cols[cut:], self._vals[cut:], self._row_start[mark:], self.row_lb[mark:], self.row_ub[mark:]
 
     def solve(self, objective: Mapping[int, float], maximise: bool = False, relax: bool = False,
-              gap: float = 1e-4, abs_gap: float = 1e-6) -> Solution:
+              gap: float = 1e-4, abs_gap: float = 1e-6, start: "Solution | None" = None) -> Solution:
         n = self.size
         cost = np.zeros(n)
         for i, coef in objective.items():
@@ -107,6 +114,8 @@ class LinearModel:
         h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximise else highspy.ObjSense.kMinimize)
         for option, value in (("mip_rel_gap", gap), ("mip_abs_gap", abs_gap)):
             h.setOptionValue(option, value)
+        if start is not None and not relax:
+            h.setSolution(_as_solution(start.x))    # a feasible point to start branch and bound from
         h.run()
         status = h.getModelStatus()
         if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):

@@ -40,9 +40,13 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
     left: dict[str, tuple[float, ...]] = {}
+    by_switch: dict[int, dict[int, int]] = {}
+    for (j, s), n in sorted(workers.items()):
+        if n > 0:
+            by_switch.setdefault(s, {})[j] = n
     for s in range(len(problem.switches)):
         free = _free_after_caches(problem, s, cache_nodes, out)
-        wanted = {j: n for (j, ss), n in workers.items() if ss == s and n > 0}
+        wanted = by_switch.get(s, {})
         placed = _greedy(problem, free, wanted)
         if exact and _count(placed) != wanted:
             placed = _exact(problem, free, wanted, {j: n for (j, ss), n in (keep or {}).items() if ss == s})

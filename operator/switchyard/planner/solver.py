@@ -115,7 +115,8 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
         m.rollback(start)
         if len(fm.integers()) <= EXACT_LIMIT:
             first = _most_gbps(fm, relax=False)
-            return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE)
+            return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE,
+                                                        start=first)
         target = relaxed.objective * (1 - STAGE1_GAP) - 1e-6
         calm = _calm_then_stable(fm, target, relax=True)
         m.rollback(start)
@@ -162,7 +163,8 @@ def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int
             first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
             if first.objective < target and not accept_any:
                 return first.objective, None
-            return first.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE)
+            return first.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE,
+                                                      start=first)
     except Infeasible:
         return None, None
     finally:
@@ -201,7 +203,8 @@ def _cache_counts(fm: Formulation) -> Solution:
     workers = [v for v in fm.integers() if v not in fm.flags and v not in fm.caches.values()]
     with _continuous(m, workers):
         counted = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
-        return _calm_then_stable(fm, counted.objective * (1 - STAGE1_GAP), relax=False, tolerance=UTIL_TOLERANCE)
+        return _calm_then_stable(fm, counted.objective * (1 - STAGE1_GAP), relax=False,
+                                 tolerance=UTIL_TOLERANCE, start=counted)
 
 
 def _uncrossed(fm: Formulation, guide: Solution) -> Solution:
@@ -300,16 +303,20 @@ def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4) -> Solution:
         for j, v in fm.unplaced.items():
             m.ub[v] = fm.problem.fleets[j].replicas
     most = m.solve(gbps, maximise=True, relax=relax, gap=gap)
+    unplaced = {v: 1.0 for v in fm.unplaced.values()}
+    if most.value(unplaced) < 1e-6:
+        m.row(unplaced, ub=1e-6)    # every worker placed already: nothing for a second solve to lower
+        return most
     mark = m.mark()
     _pin_gbps(fm, most.objective)
-    unplaced = {v: 1.0 for v in fm.unplaced.values()}
-    fewest = m.solve(unplaced, relax=relax)
+    fewest = m.solve(unplaced, relax=relax, start=most)
     m.rollback(mark)       # the caller pins the Gbps, and may loosen it for stage 3
     m.row(unplaced, ub=fewest.objective + 1e-6)
     return dataclasses.replace(fewest, objective=most.objective)
 
 
-def _calm_then_stable(fm: Formulation, gbps: float, relax: bool, tolerance: float = UTIL_SLACK) -> Solution:
+def _calm_then_stable(fm: Formulation, gbps: float, relax: bool, tolerance: float = UTIL_SLACK,
+                      start: Solution | None = None) -> Solution:
     """Stage 2 (lowest peak utilisation at `gbps`), then stage 3 (fewest moves, then most caches).
 
     With a current placement, stage 3 counts Gbps within STAGE1_GAP as equal:
@@ -322,7 +329,7 @@ def _calm_then_stable(fm: Formulation, gbps: float, relax: bool, tolerance: floa
     mark = m.mark()
     _pin_gbps(fm, gbps)
     # Peaks within the tolerance count as equal, so the search may stop that close to the best.
-    second = m.solve({fm.util: 1.0}, relax=relax, abs_gap=tolerance / 2)
+    second = m.solve({fm.util: 1.0}, relax=relax, abs_gap=tolerance / 2, start=start)
     if not fm.moves and (relax or all(m.lb[v] == m.ub[v] for v in fm.caches.values())):
         return second       # nothing left for stage 3 to choose
     if fm.moves:
@@ -334,7 +341,7 @@ def _calm_then_stable(fm: Formulation, gbps: float, relax: bool, tolerance: floa
     third = {v: weight * c for v, c in fm.moves.items()}
     for v in fm.caches.values():
         third[v] = third.get(v, 0.0) - 1.0
-    return m.solve(third, relax=relax)
+    return m.solve(third, relax=relax, start=second)
 
 
 def _current(problem: Problem, current: Placement) -> Current:
