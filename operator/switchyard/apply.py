@@ -217,12 +217,19 @@ class SyncResult:
     pruned: list[str]
 
 
+def child_key(obj: Mapping) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
 def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: Iterable[str],
-                  logger: logging.Logger | logging.LoggerAdapter = log) -> SyncResult:
+                  logger: logging.Logger | logging.LoggerAdapter = log,
+                  unchanged: frozenset[str] = frozenset()) -> SyncResult:
     """Apply every desired child of `owner`; delete owned children of `kinds` not desired.
 
     Existing children are listed once per kind (by the owner-UID label), so a
-    reconcile costs one list per kind plus one apply per child.
+    reconcile costs one list per kind plus one apply per child, except the
+    children in `unchanged` (keys the caller applied with this very content)
+    that still exist.
     """
     namespace = owner["metadata"]["namespace"]
     # A reconcile that outlives its owner must not write children the garbage
@@ -239,8 +246,11 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
     applied, pruned = [], []
     for obj in desired:
         adopt(obj, owner)
-        key = f"{obj['kind']}/{obj['metadata']['name']}"
+        key = child_key(obj)
         before = existing.pop(key, None)
+        if before is not None and key in unchanged:
+            applied.append(key)
+            continue
         after = kube.apply(obj)
         if before is None:
             logger.info(f"Created {obj['kind']} {obj['metadata']['name']}")

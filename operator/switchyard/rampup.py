@@ -8,6 +8,7 @@ spread environment loading and scheduler registration out.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Mapping
 
 
@@ -19,11 +20,24 @@ def jitter_seconds(name: str, max_seconds: float) -> float:
     return fraction * max_seconds
 
 
-def allowance(rate_per_second: float, seconds_since_last_step: float | None) -> int:
-    """Workers that may start now: the rate times the time since the last step, at most one second's worth."""
-    if seconds_since_last_step is None:
-        return max(1, int(rate_per_second))
-    return int(rate_per_second * min(seconds_since_last_step, 1.0))
+@dataclass(frozen=True)
+class Bucket:
+    """Start tokens of one fleet's ramp: they accrue at the rate, up to one second's worth."""
+
+    tokens: float
+    at: float  # when they were last counted (monotonic seconds)
+
+
+def refill(bucket: Bucket | None, rate_per_second: float, now: float) -> Bucket:
+    """The bucket at `now`; a new ramp starts with one second's worth (the burst)."""
+    burst = max(1.0, rate_per_second)
+    if bucket is None:
+        return Bucket(burst, now)
+    return Bucket(min(burst, bucket.tokens + rate_per_second * max(0.0, now - bucket.at)), now)
+
+
+def spend(bucket: Bucket, started: int) -> Bucket:
+    return Bucket(bucket.tokens - started, bucket.at)
 
 
 def step(planned: Mapping[str, int], current: Mapping[str, int], budget: int) -> dict[str, int]:

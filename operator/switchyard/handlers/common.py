@@ -44,6 +44,8 @@ _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 # uid -> (hash of the last applied desired state, when it was applied)
 _applied: dict[str, tuple[str, float]] = {}
+# uid -> {child key: hash of its content when last applied}
+_applied_children: dict[str, dict[str, str]] = {}
 
 
 def kube() -> Kube:
@@ -68,6 +70,7 @@ def serialised(uid: str, wait: bool) -> Iterator[bool]:
 
 def forget(uid: str) -> None:
     _applied.pop(uid, None)
+    _applied_children.pop(uid, None)
     _applied.pop(f"{uid}/pods", None)
     with _locks_guard:
         _locks.pop(uid, None)
@@ -197,20 +200,31 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     kopf.on.delete(GROUP, VERSION, plural, id=f"{kind}-forget", optional=True)(on_delete)
 
 
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger, extra_key: object = None) -> bool:
     """Apply and prune `body`'s children when the desired state changed (or on resync).
 
     Returns True when it wrote; a reconcile whose desired state is unchanged
-    costs no API call here.
+    costs no API call here, and between resyncs only the children whose
+    content changed are applied (a ramp step touches a few Deployments, not all).
     """
-    from ..apply import sync_children
+    from ..apply import child_key, sync_children
 
     uid = body["metadata"]["uid"]
-    digest = hashlib.sha256(json.dumps([desired, extra_key], sort_keys=True, default=str).encode()).hexdigest()
+    children = {child_key(obj): _digest(obj) for obj in desired}
+    digest = _digest([sorted(children.items()), extra_key])
+    last = _applied.get(uid)
     if not needs_apply(uid, digest):
         return False
-    sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger))
+    resync = last is None or time.monotonic() - last[1] > CONFIG.resync_seconds
+    before = {} if resync else _applied_children.get(uid, {})
+    unchanged = frozenset(key for key, child in children.items() if before.get(key) == child)
+    sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
     mark_applied(uid, digest)
+    _applied_children[uid] = children
     return True
 
 

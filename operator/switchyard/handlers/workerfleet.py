@@ -17,22 +17,31 @@ from .s3staging import fleet_staging_env
 
 KIND = "WorkerFleet"
 PLURAL = "workerfleets"
-# uid -> when the ramp last started workers (monotonic seconds)
-_last_step: dict[str, float] = {}
+# "namespace/name" -> (start tokens, counts per switch last asked for)
+_ramps: dict[str, tuple[rampup.Bucket | None, dict[str, int]]] = {}
 
 
-def _ramp(uid: str, spec: WorkerFleetSpec, planned: dict[str, int], current: dict[str, int]) -> dict[str, int]:
-    """Counts per switch for this reconcile: the plan, reached at most rampUp.maxStartsPerSecond."""
+def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: dict[str, int]) -> dict[str, int]:
+    """Counts per switch for this reconcile: the plan, reached at most rampUp.maxStartsPerSecond.
+
+    The counts last asked for are remembered: the Deployment index can lag
+    behind the last write, and ramping from a stale count would undo a step.
+    """
+    bucket, asked = _ramps.get(key, (None, {}))
+    current = {sw: max(observed.get(sw, 0), asked.get(sw, 0)) for sw in set(observed) | set(asked)}
     if all(current.get(sw, 0) >= n for sw, n in planned.items()):
-        _last_step.pop(uid, None)
+        _ramps[key] = (None, dict(planned))
         return dict(planned)
-    now = time.monotonic()
-    last = _last_step.get(uid)
-    counts = rampup.step(planned, current, rampup.allowance(spec.ramp_up.max_starts_per_second,
-                                                            None if last is None else now - last))
-    if counts != {sw: min(current.get(sw, 0), n) for sw, n in planned.items()}:
-        _last_step[uid] = now
+    rate = spec.ramp_up.max_starts_per_second
+    bucket = rampup.refill(bucket, rate, time.monotonic())
+    counts = rampup.step(planned, current, int(bucket.tokens))
+    started = sum(counts[sw] - min(current.get(sw, 0), n) for sw, n in planned.items())
+    _ramps[key] = (rampup.spend(bucket, started), counts)
     return counts
+
+
+def _forget_ramp(namespace: str, name: str) -> None:
+    _ramps.pop(f"{namespace}/{name}", None)
 
 
 def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
@@ -59,7 +68,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         return
     planned: dict[str, int] = plan.get("workers", {})
     workloads = {w["switch"]: w for w in workloads_of(deployment_index, uid) if w["switch"]}
-    counts = _ramp(uid, spec, planned, {sw: w["desired"] for sw, w in workloads.items()})
+    counts = _ramp(f"{namespace}/{name}", spec, planned, {sw: w["desired"] for sw, w in workloads.items()})
     desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"),
                           helper_image=CONFIG.exporter_image, counts=counts, staging_env=staging_env)
     converge(body, desired, CHILD_KINDS, logger)
@@ -80,7 +89,8 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         states = cond.progressing("RampingUp", f"{started}/{total} workers started, at most "
                                                f"{spec.ramp_up.max_starts_per_second:g} per second")
         write_status(KIND, body, status, states, logger)
-        return 1.0  # come back in a second for the next step
+        # Come back when a few starts' worth of tokens have accrued (at most a second).
+        return min(1.0, max(0.25, 5 / spec.ramp_up.max_starts_per_second))
     elif ready == total:
         states = cond.ready(f"{ready} worker(s) ready on {len(switches)} switch(es)")
     else:
@@ -88,4 +98,4 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     write_status(KIND, body, status, states, logger)
 
 
-register(PLURAL, KIND, reconcile)
+register(PLURAL, KIND, reconcile, on_forget=_forget_ramp)

@@ -1,6 +1,6 @@
 from hypothesis import given, strategies as st
 
-from switchyard.rampup import allowance, jitter_seconds, step
+from switchyard.rampup import Bucket, jitter_seconds, refill, spend, step
 
 
 def test_jitter_is_fixed_by_name_and_bounded():
@@ -12,11 +12,32 @@ def test_jitter_is_fixed_by_name_and_bounded():
     assert jitter_seconds("w-1", 0) == 0
 
 
-def test_allowance_is_the_rate_over_elapsed_time_with_a_one_second_burst():
-    assert allowance(20, None) == 20
-    assert allowance(20, 0.5) == 10
-    assert allowance(20, 30) == 20
-    assert allowance(0.5, None) == 1
+def test_a_new_ramp_starts_with_one_seconds_burst():
+    assert refill(None, 20, now=5.0) == Bucket(20, 5.0)
+    assert refill(None, 0.5, now=5.0).tokens == 1
+
+
+def test_tokens_accrue_at_the_rate_up_to_the_burst():
+    bucket = spend(refill(None, 20, now=0.0), 20)
+    assert bucket.tokens == 0
+    assert refill(bucket, 20, now=0.3).tokens == 6
+    assert refill(bucket, 20, now=30).tokens == 20
+    # Fractions are kept, not lost to rounding between short steps.
+    partial = spend(refill(bucket, 20, now=0.33), 6)
+    assert abs(refill(partial, 20, now=0.66).tokens - 7.2) < 1e-9  # 0.6 kept + 6.6
+
+
+@given(steps=st.lists(st.tuples(st.floats(0, 2), st.integers(0, 100)), max_size=60), rate=st.floats(1, 200))
+def test_starts_over_any_span_never_exceed_burst_plus_rate_times_span(steps, rate):
+    """Spending only whole tokens, the starts in [0, t] are at most rate * t + one second's burst."""
+    bucket, now, started = None, 0.0, 0
+    for gap, wanted in steps:
+        now += gap
+        bucket = refill(bucket, rate, now)
+        grant = min(wanted, int(bucket.tokens))
+        bucket = spend(bucket, grant)
+        started += grant
+        assert started <= rate * now + max(1.0, rate) + 1e-6
 
 
 counts = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 500), min_size=1)
