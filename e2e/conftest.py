@@ -29,13 +29,18 @@ class Cluster:
         return localcluster.kubectl(self.name, *args, check=check)
 
 
+def cluster_lifetime(name: str):
+    """Start (or reuse) local cluster `name` with the CRDs, yield it, delete it (unless SWITCHYARD_KEEP_CLUSTER)."""
+    kubeconfig = localcluster.up(name, TOPOLOGY)
+    localcluster.install_crds(name)
+    yield Cluster(name, kubeconfig)
+    if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
+        localcluster.down(name)
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
-    kubeconfig = localcluster.up(NAME, TOPOLOGY)
-    localcluster.install_crds(NAME)
-    yield Cluster(NAME, kubeconfig)
-    if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
-        localcluster.down(NAME)
+    yield from cluster_lifetime(NAME)
 
 
 @pytest.fixture(scope="session")
@@ -43,19 +48,28 @@ def operator(cluster: Cluster):
     """The operator, run as users run it (`switchyard run`), against the local cluster."""
     LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / "operator.log"
-    env = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10",
-           "SWITCHYARD_DISK_READ_SECONDS": "3"}
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
-                                 "--metrics-port", "0", "--health-port", "0"],
-                                stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = start_operator(cluster.kubeconfig, log_path)
     yield proc
+    stop_operator(proc)
+    print(f"operator log: {log_path}")
+
+
+def start_operator(kubeconfig: pathlib.Path, log_path: pathlib.Path, *args: str, **env: str) -> subprocess.Popen:
+    """`switchyard run` with short timers, logging to `log_path`; `args` and `env` add to its command and environment."""
+    environ = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10",
+               "SWITCHYARD_DISK_READ_SECONDS": "3", **env}
+    with log_path.open("w") as log:
+        return subprocess.Popen([sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(kubeconfig),
+                                 "--metrics-port", "0", "--health-port", "0", *args],
+                                stdout=log, stderr=subprocess.STDOUT, env=environ)
+
+
+def stop_operator(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
-    print(f"operator log: {log_path}")
 
 
 @pytest.fixture

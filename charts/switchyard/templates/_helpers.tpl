@@ -61,26 +61,29 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
 */}}
 {{- define "switchyard.namespacedRules" -}}
 # switchyard's own kinds: watched by kopf (list, watch; kopf keeps its progress in
-# annotations: patch); children the facility owns are server-side applied (create,
-# patch), read back (get) and pruned (delete).
+# annotations: patch); children the facility owns are server-side applied (patch;
+# create too, when the apply creates the object), listed by owner to prune (delete),
+# and every reconcile re-reads its own object before writing children (get).
 - apiGroups: [switchyard.dev]
   resources: [analysisfacilities, xcachepools, workerfleets, s3stagings]
   verbs: [get, list, watch, create, patch, delete]
-# Conditions and plan summaries are written to the status subresource.
+# Conditions and plan summaries are server-side applied to the status subresource
+# (a patch; the status is never read back from there).
 - apiGroups: [switchyard.dev]
   resources: [analysisfacilities/status, xcachepools/status, workerfleets/status, s3stagings/status]
-  verbs: [get, patch]
-# Per-switch workloads: applied, listed to prune, and indexed by kopf (watch).
+  verbs: [patch]
+# Per-switch workloads: applied (create, patch), listed to prune (delete), and
+# indexed by kopf (watch). Never read one by one: no get.
 - apiGroups: [apps]
   resources: [statefulsets, deployments]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [list, watch, create, patch, delete]
 # Rendered xrootd configs, cache Services and PodDisruptionBudgets: applied, listed to prune.
 - apiGroups: [""]
   resources: [configmaps, services]
-  verbs: [get, list, create, patch, delete]
+  verbs: [list, create, patch, delete]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, list, create, patch, delete]
+  verbs: [list, create, patch, delete]
 # Pods whose node moved to another switch are deleted so their controller
 # recreates them where the plan puts them.
 - apiGroups: [""]
@@ -91,7 +94,9 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
   resources: [events]
   verbs: [create]
 {{- if .Values.rbac.s3StagingSecrets }}
-# S3Staging: reads the credentials Secret it names and writes the consumer Secret it owns.
+# S3Staging: reads the credentials Secrets a staging area names (get), and applies
+# (create, patch) and prunes (list by owner label, delete) the root and consumer
+# Secrets it owns. Never watch: the operator holds no cache of Secrets.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, list, create, patch, delete]

@@ -184,7 +184,12 @@ def test_cluster_mode_rbac_is_least_privilege_and_covers_what_the_operator_calls
     assert rules[("", "events")] == {"create"}
     assert rules[("", "namespaces")] == {"list", "watch"}
     assert rules[("apiextensions.k8s.io", "customresourcedefinitions")] == {"list", "watch"}
-    assert rules[("switchyard.dev", "analysisfacilities/status")] == {"get", "patch"}
+    assert rules[("switchyard.dev", "analysisfacilities/status")] == {"patch"}
+    # Children are applied, listed and pruned, never read one by one.
+    for key in (("apps", "deployments"), ("apps", "statefulsets"), ("", "configmaps"), ("", "services"),
+                ("policy", "poddisruptionbudgets")):
+        assert "get" not in rules[key], key
+    assert rules[("", "secrets")] == {"get", "list", "create", "patch", "delete"}
     assert "watch" in rules[("apps", "deployments")] and "watch" in rules[("apps", "statefulsets")]
     assert "watch" not in rules[("", "secrets")]
     binding = one(docs, "ClusterRoleBinding")
