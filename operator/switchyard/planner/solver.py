@@ -19,12 +19,12 @@ import math
 from contextlib import contextmanager
 
 from ..topology import Topology
-from .flow import evaluate
+from .flow import evaluate, ring_weights
 from .formulation import Current, Formulation, formulate
 from .lp import Infeasible, LinearModel, Solution
 from .model import FleetRequest, Placement, Plan, PoolRequest
 from .packing import Packing, pack, relocate
-from .problem import Problem, build_problem
+from .problem import Problem, build_problem, fleet_pool_index, host_eligible
 
 NAME = "milp"
 GBPS_SLACK = 1e-6      # relative: later stages keep the Gbps within this of stage 1
@@ -34,6 +34,8 @@ UTIL_SLACK = 1e-6      # absolute, on utilisation (0..1)
 UTIL_TOLERANCE = 0.005
 # Large models solve stage 1 to this relative gap (the box is accepted within it).
 STAGE1_GAP = 1e-3
+# Gbps this close (relative) count as equal when a re-plan is weighed against staying put.
+GBPS_TOLERANCE = STAGE1_GAP
 # Up to this many integers, stages 2 and 3 search the whole space; above, the box.
 EXACT_LIMIT = 300
 # Re-solves when a switch's planned workers do not pack onto its nodes.
@@ -57,11 +59,21 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
             break
         _fit_to_packing(fm, packing, solution)
     weights = _ring_weights(topology, problem, fm, solution, placement)
-    flow = evaluate(topology, pools, fleets, placement, weights)
     unplaced: dict[str, int] = {}
     for (j, _), count in packing.shortfall.items():
         name = problem.fleets[j].name
         unplaced[name] = unplaced.get(name, 0) + count
+    result = _plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, unplaced)
+    if current is not None:
+        stay = staying(topology, pools, fleets, current, routing, bound=bound)
+        if stay is not None and not better(result, stay):
+            return stay
+    return result
+
+
+def _plan_of(topology: Topology, pools, fleets, problem: Problem, routing: str, placement: Placement,
+             weights, bound: float, current: Placement | None, unplaced: dict[str, int]) -> Plan:
+    flow = evaluate(topology, pools, fleets, placement, weights)
     return Plan(
         placement=placement,
         routing=_routing(problem, placement, routing),
@@ -75,6 +87,106 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
         hash_weights=weights,
         unplaced={k: v for k, v in sorted(unplaced.items()) if v},
     )
+
+
+def peak(p: Plan) -> float:
+    return max((u.utilisation for u in p.uplinks), default=0.0)
+
+
+def better(a: Plan, b: Plan) -> bool:
+    """Whether `a` beats `b` in the objective order, with the planner's tolerances: more Gbps (by more
+    than GBPS_TOLERANCE), else (Gbps equal within it) a lower peak (by more than UTIL_TOLERANCE), else
+    (both equal) fewer pods moved. A re-plan that moves more pods than staying put is only taken if it
+    is better in this sense, so every move beyond the lost pods raises the Gbps or lowers the peak."""
+    scale = max(1.0, a.predicted_gbps, b.predicted_gbps)
+    if abs(a.predicted_gbps - b.predicted_gbps) > GBPS_TOLERANCE * scale:
+        return a.predicted_gbps > b.predicted_gbps
+    if abs(peak(a) - peak(b)) > UTIL_TOLERANCE:
+        return peak(a) < peak(b)
+    return a.moves < b.moves
+
+
+def stay_placement(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest],
+                   current: Placement) -> Placement | None:
+    """Every surviving pod where it is: cache hosts whose node is gone (or no longer eligible) dropped,
+    readers of a switch left without a cache of their pool on the ring. None if a switch with workers
+    is gone (they cannot stay)."""
+    hosts = {h.name: h for h in topology.hosts}
+    switches = {sw.name for sw in topology.switches}
+    by_pool = {p.name: p for p in pools}
+    caches = {}
+    for pool, by_switch in current.caches.items():
+        for switch, nodes in by_switch.items():
+            kept = tuple(n for n in nodes if n in hosts and hosts[n].switch == switch and pool in by_pool
+                         and host_eligible(hosts[n], by_pool[pool]))
+            if kept:
+                caches.setdefault(pool, {})[switch] = kept
+    pool_of = {f.name: fleet_pool_index(f, pools) for f in fleets}
+    hashed: dict[str, dict[str, int]] = {}
+    for fleet, by_switch in current.workers.items():
+        for switch, n in by_switch.items():
+            if not n:
+                continue
+            if switch not in switches:
+                return None
+            index = pool_of.get(fleet)
+            pool = pools[index].name if index is not None else None
+            ring = n if pool is not None and switch not in caches.get(pool, {}) else \
+                min(n, current.hashed.get(fleet, {}).get(switch, 0))
+            if ring:
+                hashed.setdefault(fleet, {})[switch] = ring
+    return Placement(caches=caches, workers=current.workers, hashed=hashed)
+
+
+def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], current: Placement,
+            routing: str = "auto", bound: float | None = None) -> Plan | None:
+    """The plan that keeps every surviving pod where it is (stay_placement), with ring weights re-planned
+    for it (weights move no pod). Pods that no longer fit their switch (those of a lost node, if its
+    switch has no room) go where there is room, as a final plan's leftovers do (packing.relocate).
+    None if the fleets or pools changed so that staying is no candidate, or the pods fit nowhere."""
+    placement = stay_placement(topology, pools, fleets, current)
+    if placement is None:
+        return None
+    problem = build_problem(topology, pools, fleets)
+    switch = {sw.name: s for s, sw in enumerate(problem.switches)}
+    pool = {p.name: i for i, p in enumerate(problem.pools)}
+    fleet = {f.name: j for j, f in enumerate(problem.fleets)}
+    caches = {(pool[p], switch[s]): nodes for p, by in placement.caches.items() for s, nodes in by.items()}
+    workers = {(fleet[f], switch[s]): n for f, by in placement.workers.items() if f in fleet
+               for s, n in by.items() if n}
+    hosts = [n for nodes in caches.values() for n in nodes]
+    if sum(workers.values()) != sum(f.replicas for f in problem.fleets) or len(hosts) != len(set(hosts)) \
+            or any(len(nodes) > problem.pools[p].max_hosts_per_switch for (p, _), nodes in caches.items()):
+        return None     # a fleet rescaled or a pool's limits changed: staying is no candidate
+    packing = pack(problem, caches, workers)
+    if packing.shortfall:
+        hashed = {(fleet[f], switch[s]): n for f, by in placement.hashed.items() if f in fleet
+                  for s, n in by.items() if s in switch}
+        for key, short in packing.shortfall.items():
+            workers[key] -= short
+            hashed[key] = min(hashed.get(key, 0), workers[key])
+        if relocate(problem, caches, workers, hashed, packing).shortfall:
+            return None
+        placement = to_placement(problem, caches, workers, hashed)
+    fm = formulate(problem, routing)
+    m = fm.model
+    fixed = _current(problem, placement)
+    for counts, variables in ((fixed.workers, fm.local), (fixed.ring, fm.ring), (fixed.caches, fm.caches)):
+        for key, v in variables.items():
+            m.lb[v] = m.ub[v] = counts.get(key, 0)
+    weights = None
+    try:
+        gbps = m.solve(fm.delivered(), maximise=True)
+        _pin_gbps(fm, gbps.objective)
+        weights = _ring_weights(topology, problem, fm, m.solve({fm.util: 1.0}), placement)
+    except Infeasible:
+        pass    # a routing the model does not hold (e.g. ring reading next to ring serving): capacity weights
+    if bound is None:
+        bound = upper_bound(problem)
+    if weights is None:     # by serving capacity, normalised like the planned weights
+        weights = {p: {n: round(w / sum(ws.values()), 6) for n, w in ws.items()} if ws else {}
+                   for p, ws in ring_weights(topology, pools, placement).items()}
+    return _plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, {})
 
 
 def upper_bound(problem: Problem) -> float:
@@ -138,6 +250,9 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
         if tried:
             # none kept the Gbps within STAGE1_GAP: the best of them, at the Gbps it reached
             gbps, counts = max(tried, key=lambda t: t[0])
+            if fm.current:
+                # a re-plan takes the first (today's counts first) within STAGE1_GAP of the best
+                gbps, counts = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
             with _fixed(m, caches, counts):
                 return relaxed.objective, _boxed_stages(fm, workers, target, start, accept_any=True)[1]
         first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
@@ -402,9 +517,10 @@ def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Pla
         workers[j, s] = workers.get((j, s), 0) + n
         hashed[j, s] = n
     keep = _current_counts(problem, current)
-    # Large models skip the exact per-switch packing: the few workers the greedy fill
-    # leaves over are relocated below instead.
-    packing = pack(problem, cache_nodes, workers, keep=keep, exact=len(fm.integers()) <= EXACT_LIMIT)
+    # Large models skip the exact per-switch packing on a first plan: the few workers the greedy fill
+    # leaves over are relocated below instead. A re-plan packs exactly: a relocated worker is a move.
+    packing = pack(problem, cache_nodes, workers, keep=keep,
+                   exact=len(fm.integers()) <= EXACT_LIMIT or current is not None)
     for key, short in packing.shortfall.items():
         workers[key] -= short
         hashed[key] = min(hashed.get(key, 0), workers[key])

@@ -8,6 +8,7 @@ import pytest
 
 from switchyard.planner import Unsatisfiable, baselines, plan, spread
 from switchyard.planner.packing import witness
+from switchyard.planner.solver import UTIL_TOLERANCE, better, staying
 from switchyard.topology import SwitchNodes, Topology
 
 from test_planner_cases import fleet, nodes, peak, pool, switch, topology, total_workers
@@ -240,3 +241,30 @@ def test_spread_planner_still_plans_and_is_judged_by_the_flow_model():
     judged = baselines.spread_baseline(topo, pools, fleets)
     assert judged.predicted_gbps <= judged.bound_gbps + 1e-6
     assert judged.predicted_gbps < plan(topo, pools, fleets).predicted_gbps
+
+
+def test_objective_order_with_tolerances_decides_between_a_replan_and_staying():
+    topo = cache_racks_and_a_worker_rack()
+    p = plan(topo, [pool()], [fleet(replicas=30, read=2)])
+    stay = dataclasses.replace(p, predicted_gbps=100.0, moves=1)
+    # Gbps equal within GBPS_TOLERANCE, same peak: fewer moves wins
+    assert better(stay, dataclasses.replace(p, predicted_gbps=100.05, moves=9))
+    # more Gbps beyond the tolerance wins whatever it moves
+    assert better(dataclasses.replace(p, predicted_gbps=100.5, moves=90), stay)
+    # at equal Gbps, a peak lower by more than UTIL_TOLERANCE wins
+    calmer = tuple(dataclasses.replace(u, in_gbps=u.in_gbps / 2, out_gbps=u.out_gbps / 2) for u in p.uplinks)
+    if peak(p) > 2 * UTIL_TOLERANCE:
+        assert better(dataclasses.replace(p, predicted_gbps=100.0, moves=40, uplinks=calmer), stay)
+
+
+def test_a_replan_moves_more_than_staying_only_when_it_is_better():
+    topo = cache_racks_and_a_worker_rack()
+    pools, fleets = [pool()], [fleet(replicas=30, read=2), fleet("g", replicas=7, cores=2, read=1)]
+    first = plan(topo, pools, fleets)
+    for lost in sorted(h.name for h in topo.hosts):
+        reduced = without(topo, lost)
+        again = plan(reduced, pools, fleets, current=first.placement)
+        stay = staying(reduced, pools, fleets, first.placement)
+        assert stay is not None
+        assert again.moves <= stay.moves or better(again, stay), lost
+        assert not better(stay, again), lost

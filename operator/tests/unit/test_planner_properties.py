@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from switchyard.planner import Unsatisfiable, plan
 from switchyard.planner.flow import evaluate, host_serve
 from switchyard.planner.packing import witness
+from switchyard.planner.solver import GBPS_TOLERANCE, UTIL_TOLERANCE, peak, staying
 from switchyard.topology import GIB, parse_quantity
 
+from test_planner import without
 from test_planner_cases import describe, fleet, nodes, pool, switch, topology
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
@@ -134,6 +136,35 @@ def test_same_input_same_plan_and_replanning_it_moves_nothing(facility, routing)
     assert plan(topo, pools, fleets, routing) == result
     again = plan(topo, pools, fleets, routing, current=result.placement)
     assert again.moves == 0
+
+
+@SETTINGS
+@given(facilities(), st.sampled_from(["auto", "local", "hashed"]), st.integers(0, 10**6))
+def test_after_a_node_loss_pods_move_beyond_staying_only_for_more_gbps_or_a_lower_peak(facility, routing, pick):
+    topo, pools, fleets = facility
+    result = planned(topo, pools, fleets, routing)
+    if result is None:
+        return
+    hosts = sorted(h.name for h in topo.hosts)
+    lost = hosts[pick % len(hosts)]
+    reduced = without(topo, lost)
+    try:
+        again = plan(reduced, pools, fleets, routing, current=result.placement)
+    except Unsatisfiable:
+        return
+    stay = staying(reduced, pools, fleets, result.placement, routing)
+    note(f"lost {lost}; staying: {stay and (stay.moves, stay.predicted_gbps, peak(stay))}; "
+         f"re-plan: {again.moves, again.predicted_gbps, peak(again)}")
+    if stay is None:
+        return      # the surviving pods do not fit where they are: some must move
+    noise = 1e-6 * max(1.0, stay.predicted_gbps)
+    if again.moves > stay.moves:
+        more_gbps = again.predicted_gbps > stay.predicted_gbps * (1 + GBPS_TOLERANCE) + noise
+        calmer = (again.predicted_gbps >= stay.predicted_gbps * (1 - GBPS_TOLERANCE) - noise
+                  and peak(again) < peak(stay) - UTIL_TOLERANCE)
+        assert more_gbps or calmer
+    # and never worse than staying in the objective order
+    assert again.predicted_gbps >= stay.predicted_gbps * (1 - GBPS_TOLERANCE) - noise
 
 
 @SETTINGS
