@@ -97,6 +97,25 @@ def node_manifests(topology_path: pathlib.Path) -> list[dict]:
     return nodes
 
 
+# Nodes with this annotation keep the status a test writes (kwok would set them
+# Ready again at once): how a test marks a node NotReady.
+MANUAL_STATUS = "switchyard.dev/simulated-status=manual"
+
+
+def kwok_config(name: str, config: pathlib.Path | None) -> pathlib.Path:
+    """The --config file for kwokctl: `config`'s documents plus MANUAL_STATUS for kwok."""
+    docs = list(yaml.safe_load_all(config.read_text())) if config is not None else []
+    kwok = next((d for d in docs if d and d.get("kind") == "KwokConfiguration"), None)
+    if kwok is None:
+        kwok = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration", "options": {}}
+        docs.insert(0, kwok)
+    kwok.setdefault("options", {}).setdefault("disregardStatusWithAnnotationSelector", MANUAL_STATUS)
+    path = CACHE / "clusters" / name / "kwokctl-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return path
+
+
 def exists(name: str) -> bool:
     result = subprocess.run([str(tools() / "kwokctl"), "get", "clusters"], text=True, capture_output=True)
     return name in result.stdout.split()
@@ -136,8 +155,7 @@ def up(name: str, topology: pathlib.Path, fast: bool = False, config: pathlib.Pa
         ]
         if fast:
             args.append("--disable-qps-limits")
-        if config is not None:
-            args += ["--config", str(config)]
+        args += ["--config", str(kwok_config(name, config))]
         result = subprocess.run(args, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"kwokctl create cluster failed:\n{result.stderr[-3000:]}")

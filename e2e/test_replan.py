@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import localcluster
@@ -48,12 +50,17 @@ def realised(cluster, namespace, old_plan=None):
     return plan
 
 
-def test_relabelled_node_replans_and_pods_follow(cluster, operator, namespace, restore_nodes):
+def realised_facility(cluster, namespace) -> dict:
+    """Apply the standard facility; its first plan, once Ready and realised."""
     obj = facility(workers=6)
     obj["metadata"]["namespace"] = namespace
     cluster.kube.apply(obj)
     wait_ready(cluster, namespace)
-    before = wait_for(lambda: realised(cluster, namespace), what="pods realising the first plan")
+    return wait_for(lambda: realised(cluster, namespace), what="pods realising the first plan")
+
+
+def test_relabelled_node_replans_and_pods_follow(cluster, operator, namespace, restore_nodes):
+    before = realised_facility(cluster, namespace)
 
     # rack-c's second cache node is recabled to rack-a.
     cluster.kubectl("label", "node", "rack-c-cache-1", f"{SWITCH}=rack-a", "--overwrite")
@@ -67,11 +74,7 @@ def test_relabelled_node_replans_and_pods_follow(cluster, operator, namespace, r
 
 
 def test_lost_node_replans(cluster, operator, namespace, restore_nodes):
-    obj = facility(workers=6)
-    obj["metadata"]["namespace"] = namespace
-    cluster.kube.apply(obj)
-    wait_ready(cluster, namespace)
-    before = wait_for(lambda: realised(cluster, namespace), what="pods realising the first plan")
+    before = realised_facility(cluster, namespace)
     assert any(s["caches"] for s in before["switches"] if s["name"] == "rack-b")
 
     cluster.kube.delete("Node", None, "rack-b-cache-0")
@@ -81,3 +84,52 @@ def test_lost_node_replans(cluster, operator, namespace, restore_nodes):
     assert not [p for p in pods if p["spec"].get("nodeName") == "rack-b-cache-0" and not p["metadata"].get("deletionTimestamp")]
     wait_ready(cluster, namespace)  # the remaining nodes carry the whole plan again
     assert sum(s["caches"] for s in after["switches"]) <= sum(s["caches"] for s in before["switches"])
+
+
+def set_node_ready(cluster, node: str, ready: bool) -> None:
+    """Mark a simulated node Ready or NotReady, as a kubelet that stopped reporting would leave it."""
+    cluster.kubectl("annotate", "node", node, localcluster.MANUAL_STATUS, "--overwrite")
+    condition = {"type": "Ready", "status": "True" if ready else "False",
+                 "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                 "message": "simulated by the e2e test"}
+    cluster.kubectl("patch", "node", node, "--subresource=status", "--type=strategic",
+                    "-p", json.dumps({"status": {"conditions": [condition]}}))
+
+
+def degraded_events(cluster, namespace) -> list[dict]:
+    return [e for e in cluster.kube.list("Event", namespace)
+            if e.get("type") == "Warning" and e.get("reason") in ("HostsNotReady", "WorkersNotReady", "Degraded")]
+
+
+def test_not_ready_nodes_replan_degrade_and_recover(cluster, operator, namespace, restore_nodes):
+    before = realised_facility(cluster, namespace)
+    pods = cluster.kube.list("Pod", namespace)
+    cache_node = sorted(p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") == "xcache")[0]
+    worker_node = sorted(p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker")[0]
+    lost = {cache_node, worker_node}
+
+    for node in lost:
+        set_node_ready(cluster, node, False)
+
+    def left_lost_nodes():
+        on_lost = [p for p in cluster.kube.list("Pod", namespace)
+                   if p["spec"].get("nodeName") in lost and not p["metadata"].get("deletionTimestamp")]
+        return None if on_lost else realised(cluster, namespace, old_plan=before)
+
+    # The pods wait out SWITCHYARD_NOT_READY_GRACE_SECONDS (30 s) on the lost nodes first.
+    after = wait_for(left_lost_nodes, timeout=240, what="pods realising the plan, none on the NotReady nodes")
+    assert sum(s["workers"] for s in after["switches"]) == 6
+    rescheduled = [e for e in cluster.kube.list("Event", namespace) if e.get("reason") == "Rescheduled"]
+    assert {node for node in lost if any(f"node {node} is NotReady" in e.get("message", "") for e in rescheduled)} == lost
+    # The lost cache host showed as Degraded on the way.
+    assert degraded_events(cluster, namespace), "a Degraded warning while the cache host was down"
+    af = wait_ready(cluster, namespace)
+    conditions = {c["type"]: c for c in af["status"]["conditions"]}
+    assert conditions["Degraded"]["status"] == "False"
+
+    # The nodes come back: the facility may use them again and stays healthy.
+    for node in lost:
+        set_node_ready(cluster, node, True)
+    wait_for(lambda: realised(cluster, namespace), timeout=240, what="pods realising the plan with the nodes back")
+    af = wait_ready(cluster, namespace)
+    assert {c["type"]: c["status"] for c in af["status"]["conditions"]}["Degraded"] == "False"

@@ -46,6 +46,8 @@ class NodeInfo:
     pods: int
     schedulable: bool = True
     annotations: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # When the Ready condition left True (RFC 3339), for a node that is not Ready now.
+    not_ready_since: str | None = None
 
     def label(self, key: str) -> str | None:
         return self.labels.get(key)
@@ -69,7 +71,8 @@ def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") ->
     meta = body.get("metadata", {})
     status = body.get("status", {})
     alloc = status.get("allocatable") or status.get("capacity") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+    ready_condition = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
+    ready = ready_condition.get("status") == "True"
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
                    if k != "kubectl.kubernetes.io/last-applied-configuration"}
     return NodeInfo(
@@ -81,6 +84,7 @@ def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") ->
         pods=int(parse_quantity(alloc.get("pods", 110))),
         schedulable=ready and not body.get("spec", {}).get("unschedulable", False),
         annotations=annotations,
+        not_ready_since=None if ready else ready_condition.get("lastTransitionTime") or "",
     )
 
 

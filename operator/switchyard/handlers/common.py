@@ -35,6 +35,9 @@ class OperatorConfig:
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("SWITCHYARD_RESYNC_SECONDS", "60")))
     # How often a pool's cache hosts' exporters are read for disk usage.
     disk_read_seconds: float = field(default_factory=lambda: float(os.environ.get("SWITCHYARD_DISK_READ_SECONDS", "30")))
+    # How long a node may be NotReady before its pods are deleted for re-creation on plan.
+    not_ready_grace_seconds: float = field(default_factory=lambda: float(
+        os.environ.get("SWITCHYARD_NOT_READY_GRACE_SECONDS", "30")))
     kubeconfig: str | None = field(default_factory=lambda: os.environ.get("KUBECONFIG"))
 
 
@@ -228,19 +231,33 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     return True
 
 
-def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_label: str, nodes, logger) -> int:
-    """Delete pods whose node now sits on another switch than the pod was planned for.
+def _seconds_since(timestamp: str) -> float:
+    try:
+        then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return float("inf")  # NotReady with no usable time: treat as long gone
+    return (datetime.datetime.now(datetime.timezone.utc) - then).total_seconds()
 
-    Node affinity is only checked at scheduling, so a relabelled node keeps its
-    pods; their controllers recreate them where the plan puts them.
+
+def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_label: str, nodes, logger) -> int:
+    """Delete pods the plan no longer has where they are, so their controllers re-create them on plan.
+
+    Two cases: the pod's node now sits on another switch than the pod was
+    planned for (node affinity is only checked at scheduling, so a relabelled
+    node keeps its pods), or the node has been NotReady for longer than
+    SWITCHYARD_NOT_READY_GRACE_SECONDS (the plan has already left it; Kubernetes
+    itself would wait 300 s). A cordoned node keeps its pods: draining is the
+    admin's call.
     """
     from ..builders.common import SWITCH_LABEL
 
     switch_of = {n.name: n.label(switch_label) for n in nodes}
+    lost = sorted(n.name for n in nodes if n.not_ready_since is not None
+                  and _seconds_since(n.not_ready_since) > CONFIG.not_ready_grace_seconds)
     # The scheduler honours the switch affinity, so pods can only become
-    # misplaced when a node changes switch: list them only then (or on resync).
+    # misplaced when a node changes switch or is lost: list them only then (or on resync).
     key = f"{body['metadata']['uid']}/pods"
-    digest = hashlib.sha256(json.dumps(sorted(switch_of.items()), default=str).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps([sorted(switch_of.items()), lost], default=str).encode()).hexdigest()
     if not needs_apply(key, digest):
         return 0
     mark_applied(key, digest)
@@ -251,10 +268,13 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
         planned = (pod["metadata"].get("labels") or {}).get(SWITCH_LABEL)
         if not node or pod["metadata"].get("deletionTimestamp") or node not in switch_of:
             continue
-        if switch_of[node] != planned:
-            if kube().delete("Pod", namespace, pod["metadata"]["name"], uid=pod["metadata"]["uid"]):
-                ObjectEvents(body, logger).info(
-                    f"Deleted pod {pod['metadata']['name']}: node {node} is now on switch {switch_of[node]}, "
-                    f"planned {planned}", reason="Rescheduled")
-                evicted += 1
+        if node in lost:
+            why = f"node {node} is NotReady"
+        elif switch_of[node] != planned:
+            why = f"node {node} is now on switch {switch_of[node]}, planned {planned}"
+        else:
+            continue
+        if kube().delete("Pod", namespace, pod["metadata"]["name"], uid=pod["metadata"]["uid"]):
+            ObjectEvents(body, logger).info(f"Deleted pod {pod['metadata']['name']}: {why}", reason="Rescheduled")
+            evicted += 1
     return evicted

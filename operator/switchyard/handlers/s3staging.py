@@ -21,6 +21,7 @@ from .. import conditions as cond
 from ..api import GROUP, VERSION, S3StagingSpec
 from ..builders.s3staging import (ACCESS_KEY, CHILD_KINDS, SECRET_KEY, build_staging, consumer_secret_name,
                                   endpoint_url, region, root_secret_name, staging_env)
+from ..imagepolicy import refusal
 from ..metrics import (MANAGED_OBJECTS, S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_BUCKET_QUOTA_BYTES, S3_ERRORS,
                        S3_EXPIRED_OBJECTS)
 from ..s3 import S3, Credentials, Endpoint, S3Error
@@ -181,6 +182,9 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
     spec, error = validate(S3StagingSpec, body["spec"])
     if spec is None:
         write_status(KIND, body, {}, cond.failed("InvalidSpec", error), logger)
+        return
+    if spec.embedded and (refused := refusal([spec.embedded.image])):
+        write_status(KIND, body, {}, refused, logger)
         return
     url = endpoint_url(name, namespace, spec)
     tracker = _tracker(uid, body)

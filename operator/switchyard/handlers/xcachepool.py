@@ -12,6 +12,7 @@ from ..api import XCachePoolSpec
 from ..builders.common import POOL_LABEL, SWITCH_LABEL, load_plan
 from ..builders.xcachepool import CHILD_KINDS, METRICS_PORT, build_pool, endpoint
 from ..cachedisk import HostDisk, disk_status, full_hosts_message, parse_host_disk
+from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS
 from .common import CONFIG, ObjectEvents, converge, evict_misplaced_pods, kube, now, register, validate, write_status
 from .indexes import nodes_of, workloads_of
@@ -95,6 +96,9 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     spec, error = validate(XCachePoolSpec, body["spec"])
     if spec is None:
         write_status(KIND, body, {}, cond.failed("InvalidSpec", error), logger)
+        return
+    if refused := refusal([spec.image]):
+        write_status(KIND, body, {}, refused, logger)
         return
     plan = load_plan(meta.get("annotations"))
     if plan is None:

@@ -46,8 +46,12 @@ def test_node_info_reads_labels_allocatable_and_readiness():
                                    "conditions": [{"type": "Ready", "status": "True"}]}}
     info = node_info(body)
     assert (info.nic_gbps, info.cpu_millis, info.pods, info.schedulable) == (100.0, 8000, 50, True)
+    assert info.not_ready_since is None
     body["spec"]["unschedulable"] = True
     assert node_info(body).schedulable is False
+    assert node_info(body).not_ready_since is None, "cordoned is not lost"
+    body["status"]["conditions"] = [{"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-22T01:00:00Z"}]
+    assert node_info(body).not_ready_since == "2026-11-22T01:00:00Z"
 
 
 def test_facility_chooses_the_nic_annotation():
