@@ -2,6 +2,15 @@
 
 Container arguments are lists built from validated fields: nothing a user
 writes passes through a shell.
+
+A worker reads either through its switch's caches (local) or through the
+pool's rendezvous ring (hashed), and learns which from its environment, so one
+Deployment holds one kind. In `auto` routing the planner may put both kinds of
+one fleet on one switch (local readers up to what the switch's caches serve,
+the rest on the ring: forbidding that would cost Gbps or uplink headroom the
+plan can have for free). Such a switch gets two Deployments, `<fleet>-<switch>-local`
+and `<fleet>-<switch>-ring`, each selecting its pods by ROUTING_LABEL as well; a
+switch with one kind keeps the single `<fleet>-<switch>`.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, Worker
 from .common import FLEET_LABEL, SWITCH_LABEL, child_name, labels, restricted_security_context, switch_affinity
 from .xcachepool import endpoint
 
+ROUTING_LABEL = "switchyard.dev/routing"  # on the two Deployments (and pods) of a switch with both kinds
 DASK_SCHEDULER_PORT = 8786
 DASK_DASHBOARD_PORT = 8787
 CHILD_KINDS = ("Deployment", "Service")
@@ -65,13 +75,34 @@ def worker_command(fleet: str, namespace: str, spec: WorkerFleetSpec) -> list[st
     return args
 
 
-def cache_env(plan: dict, namespace: str, switch: str) -> list[dict]:
-    """Where a worker on `switch` reads through: its switch's cache, or the whole pool."""
+def reader_groups(plan: dict, switch: str) -> list[tuple[str, str | None, int]]:
+    """The fleet's workers on `switch` by how they read: (name suffix, routing, planned count).
+
+    Routing is "local" or "hashed" (None: the fleet reads through no pool). Both kinds on one
+    switch give two groups, suffixed "local" and "ring"; one kind, one group without a suffix.
+    Plans written before the per-fleet ring counts ("hashed") fall back to the switch's routing.
+    """
+    count = plan.get("workers", {}).get(switch, 0)
+    if not plan.get("pool"):
+        return [("", None, count)]
+    if "hashed" not in plan:
+        return [("", plan.get("routing", {}).get(switch, "local"), count)]
+    has_cache = switch in plan.get("cacheSwitches", [])
+    ring = min(count, plan["hashed"].get(switch, 0)) if has_cache else count
+    if 0 < ring < count:
+        return [("local", "local", count - ring), ("ring", "hashed", ring)]
+    return [("", "hashed" if ring else "local", count)]
+
+
+def cache_env(plan: dict, namespace: str, switch: str, routing: str | None = None) -> list[dict]:
+    """Where a worker on `switch` reads through: its switch's cache, or the whole pool.
+
+    `routing`: how this worker reads (reader_groups); by default the switch's routing."""
     pool = plan.get("pool")
     if not pool:
         return []
     port = plan.get("poolPort", 1094)
-    routing = plan.get("routing", {}).get(switch, "local")
+    routing = routing or plan.get("routing", {}).get(switch, "local")
     local = routing == "local" and switch in plan.get("cacheSwitches", [])
     env = [
         {"name": "SWITCHYARD_CACHE_ENDPOINT", "value": "root://" + endpoint(pool, namespace, port, switch if local else None)},
@@ -103,9 +134,10 @@ def jitter_container(spec: WorkerFleetSpec, helper_image: str) -> dict:
 
 def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, switch: str, count: int,
                             switch_label: str, plan: dict, *, helper_image: str,
-                            staging_env: Sequence[dict] = ()) -> dict:
-    name = child_name(fleet, switch)
-    selector = {FLEET_LABEL: fleet, SWITCH_LABEL: switch}
+                            staging_env: Sequence[dict] = (), group: str = "", routing: str | None = None) -> dict:
+    """`group`, `routing`: one of reader_groups' (a suffix only where a switch has both kinds)."""
+    name = child_name(fleet, switch, group)
+    selector = {FLEET_LABEL: fleet, SWITCH_LABEL: switch, **({ROUTING_LABEL: group} if group else {})}
     pod_labels = labels("worker", fleet, **selector)
     resources = {"cpu": str(spec.cores), "memory": str(memory_bytes(spec))}
     env = [
@@ -113,7 +145,7 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "SWITCHYARD_FLEET", "value": fleet},
         {"name": "SWITCHYARD_SWITCH", "value": switch},
-        *cache_env(plan, namespace, switch),
+        *cache_env(plan, namespace, switch, routing),
         *staging_env,  # builders.s3staging.staging_env: keys as Secret references only
         *({"name": e.name, "value": e.value} for e in spec.env),
     ]
@@ -194,9 +226,18 @@ def build_fleet(fleet: str, namespace: str, spec: WorkerFleetSpec, plan: dict, s
     planned = plan.get("workers", {})
     counts = planned if counts is None else counts
     for switch in sorted(planned):
-        if planned[switch] > 0:
-            out.append(build_worker_deployment(fleet, namespace, spec, switch, counts.get(switch, 0), switch_label,
-                                               plan, helper_image=helper_image, staging_env=staging_env))
+        if planned[switch] <= 0:
+            continue
+        now = counts.get(switch, 0)
+        groups = reader_groups(plan, switch)
+        # a ramp in progress grows the groups in proportion; at the planned count each has its own
+        left = now
+        for i, (group, routing, n) in enumerate(groups):
+            share = left if i == len(groups) - 1 else min(left, now * n // planned[switch])
+            left -= share
+            out.append(build_worker_deployment(fleet, namespace, spec, switch, share, switch_label, plan,
+                                               helper_image=helper_image, staging_env=staging_env,
+                                               group=group, routing=routing))
     return out
 
 

@@ -97,3 +97,60 @@ def test_cache_pod_prepares_its_directories_and_mounts_token_auth():
     assert exporter["args"][0] == "exporter" and "--data-path" in exporter["args"]
     assert all(m["readOnly"] for m in exporter["volumeMounts"])
     assert xrootd["readinessProbe"]["exec"]["command"][:2] == ["xrdfs", "localhost:1094"]
+
+
+def test_a_switch_with_local_and_ring_readers_of_one_fleet_gets_a_deployment_for_each():
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 14,
+                                           "dask": {"schedulerAddress": "tcp://s.example:8786"}})
+    # sw1: 7 local readers and 3 on the ring (its caches are full); sw2 has no cache: all ring;
+    # sw3 has a cache and only local readers of this fleet, though another fleet's ring readers
+    # make the switch "hashed".
+    data = {"switchLabel": "switchyard.dev/switch", "workers": {"sw1": 10, "sw2": 2, "sw3": 2},
+            "hashed": {"sw1": 3, "sw2": 2}, "pool": "af-xc", "poolPort": 1094, "cacheSwitches": ["sw1", "sw3"],
+            "routing": {"sw1": "hashed", "sw2": "hashed", "sw3": "hashed"}, "cacheRing": {"sw1-c-0": 0.5, "sw3-c-0": 0.5}}
+    objs = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1")
+    by_name = {o["metadata"]["name"]: o for o in objs}
+    assert sorted(by_name) == ["af-dask-sw1-local", "af-dask-sw1-ring", "af-dask-sw2", "af-dask-sw3"]
+
+    def env(name):
+        return {e["name"]: e.get("value") for e in by_name[name]["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert by_name["af-dask-sw1-local"]["spec"]["replicas"] == 7
+    assert env("af-dask-sw1-local")["SWITCHYARD_CACHE_ENDPOINT"] == "root://af-xc-sw1.ns.svc:1094"
+    assert env("af-dask-sw1-local")["SWITCHYARD_ROUTING"] == "local"
+    assert "SWITCHYARD_CACHE_RING" not in env("af-dask-sw1-local")
+    assert by_name["af-dask-sw1-ring"]["spec"]["replicas"] == 3
+    assert env("af-dask-sw1-ring")["SWITCHYARD_ROUTING"] == "hashed"
+    assert env("af-dask-sw1-ring")["SWITCHYARD_CACHE_RING"]
+    assert env("af-dask-sw2")["SWITCHYARD_ROUTING"] == "hashed"
+    assert env("af-dask-sw3")["SWITCHYARD_CACHE_ENDPOINT"] == "root://af-xc-sw3.ns.svc:1094"
+    assert env("af-dask-sw3")["SWITCHYARD_ROUTING"] == "local"
+    # the two Deployments of sw1 select disjoint pods
+    local_sel = by_name["af-dask-sw1-local"]["spec"]["selector"]["matchLabels"]
+    ring_sel = by_name["af-dask-sw1-ring"]["spec"]["selector"]["matchLabels"]
+    assert local_sel["switchyard.dev/routing"] != ring_sel["switchyard.dev/routing"]
+    for dep in (by_name["af-dask-sw1-local"], by_name["af-dask-sw1-ring"]):
+        pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+        assert all(pod_labels[k] == v for k, v in dep["spec"]["selector"]["matchLabels"].items())
+    # a ramp in progress grows both in proportion
+    ramp = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1",
+                       counts={"sw1": 5, "sw2": 0, "sw3": 1})
+    counts = {o["metadata"]["name"]: o["spec"]["replicas"] for o in ramp if o["kind"] == "Deployment"}
+    assert counts["af-dask-sw1-local"] + counts["af-dask-sw1-ring"] == 5
+    assert counts["af-dask-sw1-local"] == 3
+
+
+def test_planned_split_switches_are_realised_with_the_planned_counts():
+    children = build_children("af", FACILITY, the_plan())
+    data = json.loads(children[1]["metadata"]["annotations"][PLAN_ANNOTATION])
+    spec = WorkerFleetSpec.model_validate(children[1]["spec"])
+    objs = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1")
+    ring = {}
+    for dep in objs:
+        env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+        switch = dep["metadata"]["labels"]["switchyard.dev/switch"]
+        if env["SWITCHYARD_ROUTING"] == "hashed":
+            ring[switch] = ring.get(switch, 0) + dep["spec"]["replicas"]
+    expected = {sw: (n if sw not in data["cacheSwitches"] else min(n, data["hashed"].get(sw, 0)))
+                for sw, n in data["workers"].items()}
+    assert ring == {sw: n for sw, n in expected.items() if n}
