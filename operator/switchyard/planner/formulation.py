@@ -68,6 +68,7 @@ class Formulation:
     moves: dict[int, float] = field(default_factory=dict)      # objective terms counting moved pods
     flags: set[int] = field(default_factory=set)               # routing binaries (e, z)
     current: dict[int, int] = field(default_factory=dict)      # variable -> its value in the current placement
+    split: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (fleet, switch, class) -> workers there
 
     def integers(self) -> list[int]:
         return [v for v, integer in enumerate(self.model.integer) if integer]
@@ -157,7 +158,7 @@ def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], cac
         if len(sw.classes) == 1:
             continue
         for k in fits:
-            split[j, k] = m.var(0.0)
+            split[j, k] = fm.split[j, s, k] = m.var(0.0)
         m.row([(split[j, k], 1.0) for k in fits] + [(v, -1.0) for v in workers[j]], lb=0.0, ub=0.0)
     for k, nc in enumerate(sw.classes):
         hosts = [(p, v) for p, kk, v in caches if kk == k]

@@ -32,10 +32,13 @@ class Packing:
 
 def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]],
          workers: Mapping[tuple[int, int], int], keep: Mapping[tuple[int, int], int] | None = None,
-         exact: bool = True) -> Packing:
+         exact: bool = True, per_class: Mapping[tuple[int, int, int], int] | None = None) -> Packing:
     """cache_nodes: (pool, switch) -> nodes; workers: (fleet, switch) -> count.
 
     keep: counts that run today; when not every worker fits, those stay first.
+    per_class: (fleet, switch, class) -> count, the split the model planned: each class's share is
+    spread evenly over its nodes first (so every node gets the class's mix, which the model checked
+    in aggregate), and what does not fit there goes to the greedy fill.
     exact=False skips the per-switch MILP (the greedy fill's leftovers are the shortfall)."""
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
@@ -47,7 +50,15 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     for s in range(len(problem.switches)):
         free = _free_after_caches(problem, s, cache_nodes, out)
         wanted = by_switch.get(s, {})
-        placed = _greedy(problem, free, wanted)
+        placed = _spread(problem, s, free, wanted, per_class) if per_class else {}
+        rest = {j: n - _count(placed).get(j, 0) for j, n in wanted.items()}
+        if any(rest.values()):
+            room = {name: list(r) for name, r in free.items()}
+            for (j, name), count in placed.items():
+                size = _size(problem, j)
+                room[name] = [room[name][i] - count * size[i] for i in range(4)]
+            for key, count in _greedy(problem, room, {j: n for j, n in rest.items() if n}).items():
+                placed[key] = placed.get(key, 0) + count
         if exact and _count(placed) != wanted:
             placed = _exact(problem, free, wanted, {j: n for (j, ss), n in (keep or {}).items() if ss == s})
         for (j, name), count in placed.items():
@@ -139,6 +150,34 @@ def _size(problem: Problem, j: int) -> tuple[float, float, float, float]:
 
 def _fit(room: list[float], size: tuple) -> int:
     return max(0, int(min((room[i] + EPS) // size[i] for i in range(4))))
+
+
+def _spread(problem: Problem, s: int, free: dict[str, list[float]], wanted: dict[int, int],
+            per_class: Mapping[tuple[int, int, int], int]) -> dict[tuple[int, str], int]:
+    """Each fleet's planned share of each node class, spread evenly over the class's nodes."""
+    room = {n: list(r) for n, r in free.items()}
+    fleets = problem.fleets
+    order = sorted(wanted, key=lambda j: (-fleets[j].cpu_millis, -fleets[j].memory_bytes, -fleets[j].read_gbps,
+                                          fleets[j].name))
+    placed: dict[tuple[int, str], int] = {}
+    got: dict[int, int] = {}
+    for k, nc in enumerate(problem.switches[s].classes):
+        nodes, offset = list(nc.nodes), 0
+        for j in order:
+            share = min(per_class.get((j, s, k), 0), wanted[j] - got.get(j, 0))
+            if share <= 0:
+                continue
+            size, base, extra = _size(problem, j), share // len(nodes), share % len(nodes)
+            for i in range(len(nodes)):
+                name = nodes[(offset + i) % len(nodes)]
+                take = min(base + (1 if i < extra else 0), _fit(room[name], size))
+                if take:
+                    for d in range(4):
+                        room[name][d] -= take * size[d]
+                    placed[j, name] = placed.get((j, name), 0) + take
+                    got[j] = got.get(j, 0) + take
+            offset = (offset + extra) % len(nodes)
+    return placed
 
 
 def _greedy(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int]) -> dict[tuple[int, str], int]:

@@ -294,21 +294,40 @@ def _with_current(x, current: dict[int, int]):
 
 
 def _rounded_caches(fm: Formulation, guide: Solution, rounding) -> Solution:
-    """Cache counts rounded (up, or to the nearest), within each class's nodes and each pool's maxHostsPerSwitch."""
+    """Cache counts rounded (up, or to the nearest), within each class's nodes and each pool's maxHostsPerSwitch.
+
+    Every count first gets its floor (or today's count, if that is a rounding of the guide); then
+    the counts that round up get one more, the largest fractions first: pools competing for a
+    class's last node get it in the order the LP wanted it, not in pool order."""
     x = guide.x.copy()
     on_class: dict[tuple[int, int], int] = {}
     on_switch: dict[tuple[int, int], int] = {}
+    problem = fm.problem
+
+    def room(p: int, s: int, k: int, v: int) -> int:
+        return int(min(problem.switches[s].classes[k].count - on_class.get((s, k), 0),
+                       problem.pools[p].max_hosts_per_switch - on_switch.get((p, s), 0), fm.model.ub[v] - x[v]))
+
+    def add(p: int, s: int, k: int, v: int, n: int) -> None:
+        x[v] += n
+        on_class[s, k] = on_class.get((s, k), 0) + n
+        on_switch[p, s] = on_switch.get((p, s), 0) + n
+
+    ups = []
     for (p, s, k), v in sorted(fm.caches.items()):
-        room = min(fm.problem.switches[s].classes[k].count - on_class.get((s, k), 0),
-                   fm.problem.pools[p].max_hosts_per_switch - on_switch.get((p, s), 0), fm.model.ub[v])
-        lo, hi = math.floor(guide.x[v] + 1e-6), math.ceil(guide.x[v] - 1e-6)
+        g = guide.x[v]
+        lo, hi = math.floor(g + 1e-6), math.ceil(g - 1e-6)
+        x[v] = 0
         if lo <= fm.current.get(v, -1) <= hi:
-            want = fm.current[v]        # rounding either way: keep what runs today
-        else:
-            want = rounding(guide.x[v] - 1e-6 if rounding is math.ceil else guide.x[v])
-        x[v] = max(0, min(want, room))
-        on_class[s, k] = on_class.get((s, k), 0) + int(x[v])
-        on_switch[p, s] = on_switch.get((p, s), 0) + int(x[v])
+            add(p, s, k, v, max(0, min(fm.current[v], room(p, s, k, v))))     # keep what runs today
+            continue
+        add(p, s, k, v, max(0, min(lo, room(p, s, k, v))))
+        frac = g - lo
+        if hi > lo and (rounding is math.ceil or frac >= 0.5):
+            ups.append((-frac, (p, s, k), v))
+    for _, (p, s, k), v in sorted(ups):
+        if room(p, s, k, v) > 0:
+            add(p, s, k, v, 1)
     return dataclasses.replace(guide, x=x)
 
 
@@ -519,7 +538,7 @@ def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Pla
     keep = _current_counts(problem, current)
     # Large models skip the exact per-switch packing on a first plan: the few workers the greedy fill
     # leaves over are relocated below instead. A re-plan packs exactly: a relocated worker is a move.
-    packing = pack(problem, cache_nodes, workers, keep=keep,
+    packing = pack(problem, cache_nodes, workers, keep=keep, per_class=_class_split(problem, fm, x, workers),
                    exact=len(fm.integers()) <= EXACT_LIMIT or current is not None)
     for key, short in packing.shortfall.items():
         workers[key] -= short
@@ -536,6 +555,33 @@ def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Pla
             packing = dataclasses.replace(packing, shortfall={**packing.shortfall, **kept})
     placement = to_placement(problem, cache_nodes, workers, hashed)
     return placement, packing
+
+
+def _class_split(problem: Problem, fm: Formulation, x, workers: dict[tuple[int, int], int]) -> dict:
+    """(fleet, switch, class) -> workers: the model's split of each switch's count over its node
+    classes, rounded to whole workers that add up (largest remainders first)."""
+    out = {}
+    split: dict[tuple[int, int], dict[int, float]] = {}
+    for (j, s, k), v in fm.split.items():
+        split.setdefault((j, s), {})[k] = max(0.0, float(x[v]))
+    for (j, s), n in workers.items():
+        classes = problem.switches[s].classes
+        if len(classes) == 1:
+            out[j, s, 0] = n
+            continue
+        shares = split.get((j, s), {})
+        if not shares:
+            fits = [k for k, nc in enumerate(classes) if problem.slots(j, nc)]
+            shares = {fits[0]: float(n)} if fits else {}
+        total = sum(shares.values())
+        if not shares or total <= 0:
+            continue
+        exact = {k: n * v / total for k, v in shares.items()}
+        counts = {k: math.floor(v) for k, v in exact.items()}
+        for k in sorted(exact, key=lambda k: (counts[k] - exact[k], k))[:n - sum(counts.values())]:
+            counts[k] += 1
+        out.update(((j, s, k), c) for k, c in counts.items() if c)
+    return out
 
 
 def _current_counts(problem: Problem, current: Placement | None) -> dict[tuple[int, int], int]:
