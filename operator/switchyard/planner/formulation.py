@@ -217,10 +217,12 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
                 inbound[s] += [(v, pool.miss_ratio) for v, _ in served]
                 wan += [(v, pool.miss_ratio) for v, _ in served]
                 if ring and mode in ("auto", "local"):
-                    _exclusive(fm, p, s, o, serve_max, hosts, ring, replicas)
+                    # big-M: as many ring readers as the switch could hold (not the pool's every reader)
+                    _exclusive(fm, p, s, o, serve_max, hosts, ring, min(replicas, sum(m.ub[v] for v, _ in ring)))
                 if local:
                     # local readers only next to a cache host of their pool
-                    m.row([(v, 1.0) for v, _ in local] + [(v, -replicas) for v, _ in hosts], ub=0.0)
+                    most = min(replicas, sum(m.ub[v] for v, _ in local))
+                    m.row([(v, 1.0) for v, _ in local] + [(v, -most) for v, _ in hosts], ub=0.0)
             else:
                 for v, _ in local:
                     m.ub[v] = 0.0      # no cache of the pool can be here: its workers read the ring

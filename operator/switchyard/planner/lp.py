@@ -101,7 +101,8 @@ class LinearModel:
         del self._cols[cut:], self._vals[cut:], self._row_start[mark:], self.row_lb[mark:], self.row_ub[mark:]
 
     def solve(self, objective: Mapping[int, float], maximise: bool = False, relax: bool = False,
-              gap: float = 1e-4, abs_gap: float = 1e-6, start: "Solution | None" = None) -> Solution:
+              gap: float = 1e-4, abs_gap: float = 1e-6, start: "Solution | None" = None,
+              iterations: int | None = None) -> Solution:
         n = self.size
         cost = np.zeros(n)
         for i, coef in objective.items():
@@ -116,11 +117,15 @@ class LinearModel:
             h.setOptionValue(option, value)
         if start is not None and not relax:
             h.setSolution(_as_solution(start.x))    # a feasible point to start branch and bound from
+        # iterations: a cap on an LP's simplex iterations; the point reached is returned (feasible)
+        h.setOptionValue("simplex_iteration_limit", iterations if iterations is not None and relax else 2**31 - 1)
         h.run()
         status = h.getModelStatus()
         if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
             raise Infeasible(h.modelStatusToString(status))
         info = h.getInfo()
+        if info.primal_solution_status != 2 and status == highspy.HighsModelStatus.kIterationLimit:
+            return self.solve(objective, maximise, relax, gap, abs_gap, start)     # capped before feasible
         if info.primal_solution_status != 2:     # 2: a feasible point
             raise SolveError(f"HiGHS: {h.modelStatusToString(status)}")
         x = np.asarray(h.getSolution().col_value)
