@@ -138,8 +138,11 @@ class LinearModel:
         if self._highs is None:
             h = self._highs = highspy.Highs()
             # primal simplex: each stage changes the objective, so the last basis stays primal feasible
+            # No RINS/RENS sub-MIPs and no restarts: on the cache-count MILPs they took most of the time
+            # and found nothing the tree search did not.
             for option, value in (("output_flag", False), ("mip_max_nodes", NODE_LIMIT), ("threads", 1),
-                                  ("random_seed", 0), ("simplex_strategy", 4)):
+                                  ("random_seed", 0), ("simplex_strategy", 4), ("mip_heuristic_run_rins", False),
+                                  ("mip_heuristic_run_rens", False), ("mip_allow_restart", False)):
                 h.setOptionValue(option, value)
             h.addVars(self.size, np.array(self.lb), np.array(self.ub))
             self._synced = 0
