@@ -10,6 +10,12 @@ Each stage pins what the earlier ones achieved, so the order is strict. The
 integer solution is then realised on nodes (packing.py), judged by the same
 flow model as every baseline (flow.py), and reported with the LP relaxation of
 the routing-free model as the bound.
+
+A re-plan is finally weighed against staying put (`staying`: every surviving
+pod where it is) by that flow model, in the same order with the same
+tolerances (`better`): it is taken only if it delivers more Gbps, or as many
+at a lower peak, or moves fewer pods. So a pod beyond a lost node's moves only
+for Gbps or headroom, judged on what is realised, not on the model.
 """
 
 from __future__ import annotations
@@ -100,14 +106,21 @@ def peak(p: Plan) -> float:
 def better(a: Plan, b: Plan) -> bool:
     """Whether `a` beats `b` in the objective order, with the planner's tolerances: more Gbps (by more
     than GBPS_TOLERANCE), else (Gbps equal within it) a lower peak (by more than UTIL_TOLERANCE), else
-    (both equal) fewer pods moved. A re-plan that moves more pods than staying put is only taken if it
+    (both equal) fewer pods moved, else more cache hosts. A re-plan that moves more pods than staying put is only taken if it
     is better in this sense, so every move beyond the lost pods raises the Gbps or lowers the peak."""
     scale = max(1.0, a.predicted_gbps, b.predicted_gbps)
     if abs(a.predicted_gbps - b.predicted_gbps) > GBPS_TOLERANCE * scale:
         return a.predicted_gbps > b.predicted_gbps
     if abs(peak(a) - peak(b)) > UTIL_TOLERANCE:
         return peak(a) < peak(b)
-    return a.moves < b.moves
+    if a.moves != b.moves:
+        return a.moves < b.moves
+    # Last, as in stage 3: more cache hosts (a pool with no readers yet still gets its hosts).
+    return cache_hosts(a) > cache_hosts(b)
+
+
+def cache_hosts(p: Plan) -> int:
+    return sum(len(nodes) for by_switch in p.placement.caches.values() for nodes in by_switch.values())
 
 
 def stay_placement(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest],
