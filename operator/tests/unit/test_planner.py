@@ -268,3 +268,33 @@ def test_a_replan_moves_more_than_staying_only_when_it_is_better():
         assert stay is not None
         assert again.moves <= stay.moves or better(again, stay), lost
         assert not better(stay, again), lost
+
+
+def a_large_facility():
+    """Enough (fleet, switch) integers for the large-model path (solver.EXACT_LIMIT)."""
+    switches = [switch(f"s{i:02d}", (40, 80, 100)[i % 3], nodes("w", count=6, cpu=64, nic=25),
+                       *([nodes("c", count=2, cpu=32, nic=100, nvme=2)] if i % 2 == 0 else []))
+                for i in range(20)]
+    fleets = [fleet(f"f{j}", replicas=60 + 10 * j, cores=(1, 2, 4, 8)[j % 4], memory=2 * (1, 2, 4, 8)[j % 4],
+                    read=(0.2, 0.5, 1.0, 1.5)[j % 4]) for j in range(9)]
+    return topology(switches), [pool(maxHostsPerSwitch=2)], fleets
+
+
+def test_large_models_replan_their_own_plan_without_moves_and_a_loss_only_for_gain():
+    from switchyard.planner.formulation import formulate
+    from switchyard.planner.problem import build_problem
+    from switchyard.planner.solver import EXACT_LIMIT
+
+    topo, pools, fleets = a_large_facility()
+    assert len(formulate(build_problem(topo, pools, fleets), "auto").integers()) > EXACT_LIMIT
+    first = plan(topo, pools, fleets)
+    assert first.predicted_gbps >= 0.99 * first.bound_gbps
+    again = plan(topo, pools, fleets, current=first.placement)
+    assert again.moves == 0
+    for lost in ("s03-w-0", "s04-c-0"):
+        reduced = without(topo, lost)
+        assert len(reduced.hosts) == len(topo.hosts) - 1
+        after = plan(reduced, pools, fleets, current=first.placement)
+        stay = staying(reduced, pools, fleets, first.placement)
+        assert stay is not None
+        assert after.moves <= stay.moves or better(after, stay), lost
