@@ -369,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dask-workers", type=int, default=None, help="DaskCluster size (default: --workers)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--ramp-rate", type=float, default=10000, help="rampUp.maxStartsPerSecond for (a)")
-    parser.add_argument("--default-rate-run", action="store_true", help="also one (a) run at the default 20/s")
+    parser.add_argument("--no-default-rate-run", dest="default_rate_run", action="store_false",
+                        help="skip the one (a) run at the default 20/s")
     parser.add_argument("--skip-dask", action="store_true")
     parser.add_argument("--per-switch-control", action="store_true",
                         help="also apply copies of the fleet's own per-switch Deployments with kubectl")
