@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+import localcluster
 
 from facilities import facility
 from support import ready_condition, wait_for, wait_ready
@@ -48,6 +52,21 @@ def test_standalone_fleet_is_placed_and_scales(cluster, operator, namespace):
     wait_ready(cluster, namespace)
     assert cluster.kubectl("get", "workerfleet", "team", "-n", namespace,
                            "-o", "jsonpath={.status.replicas}") == "9"
+
+    # A HorizontalPodAutoscaler drives the same scale subresource (kube-controller-manager's
+    # own HPA controller; with no metrics server it still enforces min and max replicas).
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+           "metadata": {"name": "team", "namespace": namespace},
+           "spec": {"scaleTargetRef": {"apiVersion": "switchyard.dev/v1alpha1", "kind": "WorkerFleet", "name": "team"},
+                    "minReplicas": 11, "maxReplicas": 12,
+                    "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                                                                  "target": {"type": "Utilization", "averageUtilization": 80}}}]}}
+    localcluster.kubectl(cluster.name, "apply", "-f", "-", input=json.dumps(hpa))
+    wait_for(lambda: fleet_ready(11), timeout=180, what="the HPA scaling the team fleet up to its minimum, 11")
+    hpa["spec"].update(minReplicas=2, maxReplicas=5)
+    localcluster.kubectl(cluster.name, "apply", "-f", "-", input=json.dumps(hpa))
+    wait_for(lambda: fleet_ready(5), timeout=180, what="the HPA scaling the team fleet down to its maximum, 5")
+    wait_for(lambda: running_workers(cluster, namespace, "team") == 5, what="5 running team workers")
 
 
 def test_two_hundred_workers_land_as_planned_within_the_start_rate(cluster, operator, namespace):

@@ -159,6 +159,30 @@ def measured(kind: str) -> Iterator[None]:
         RECONCILE_SECONDS.labels(kind).observe(time.perf_counter() - start)
 
 
+# (kind, namespace, name) -> the event loop running its per-object loop, and the event that wakes it
+_wakers: dict[tuple[str, str, str], tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
+
+
+async def _pause(stopped, woken: asyncio.Event, seconds: float) -> None:
+    """Sleep until the delay is over, the daemon is stopped, or someone calls wake()."""
+    sleeper = asyncio.ensure_future(stopped.wait(seconds))
+    waker = asyncio.ensure_future(woken.wait())
+    try:
+        await asyncio.wait([sleeper, waker], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sleeper, waker):
+            task.cancel()
+        woken.clear()
+
+
+def wake(kind: str, namespace: str, name: str) -> None:
+    """Run an object's reconcile now instead of at its next timer tick (from any thread)."""
+    found = _wakers.get((kind, namespace, name))
+    if found is not None:
+        loop, event = found
+        loop.call_soon_threadsafe(event.set)
+
+
 def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     """Level-based handlers for one kind.
 
@@ -180,16 +204,23 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
 
     async def loop(body, logger, stopped, **kwargs):
         executor = asyncio.get_running_loop()
-        await stopped.wait(CONFIG.timer_seconds)
-        while not stopped:
-            try:
-                # kopf's context (settings, event queue) must follow into the thread.
-                context = contextvars.copy_context()
-                delay = await executor.run_in_executor(None, context.run, run, body, logger, False, kwargs)
-            except (kopf.TemporaryError, ApiError) as exc:
-                logger.warning(f"reconcile will be retried: {exc}")
-                delay = getattr(exc, "delay", None)
-            await stopped.wait(delay or CONFIG.timer_seconds)
+        key = (kind, body["metadata"]["namespace"], body["metadata"]["name"])
+        woken = asyncio.Event()
+        _wakers[key] = (executor, woken)
+        try:
+            await _pause(stopped, woken, CONFIG.timer_seconds)
+            while not stopped:
+                try:
+                    # kopf's context (settings, event queue) must follow into the thread.
+                    context = contextvars.copy_context()
+                    delay = await executor.run_in_executor(None, context.run, run, body, logger, False, kwargs)
+                except (kopf.TemporaryError, ApiError) as exc:
+                    logger.warning(f"reconcile will be retried: {exc}")
+                    delay = getattr(exc, "delay", None)
+                await _pause(stopped, woken, delay or CONFIG.timer_seconds)
+        finally:
+            if _wakers.get(key, (None, None))[1] is woken:
+                del _wakers[key]
 
     def on_delete(body, **_):
         forget(body["metadata"]["uid"])
@@ -197,8 +228,14 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
             on_forget(body["metadata"]["namespace"], body["metadata"]["name"])
 
     from ..api import GROUP, VERSION
-    for reason in ("create", "update", "resume"):
-        getattr(kopf.on, reason)(GROUP, VERSION, plural, id=f"{kind}-{reason}")(on_change)
+    from ..builders.common import PLAN_ANNOTATION
+    kopf.on.create(GROUP, VERSION, plural, id=f"{kind}-create")(on_change)
+    kopf.on.resume(GROUP, VERSION, plural, id=f"{kind}-resume")(on_change)
+    # Only what a reconcile reads: labels or annotations other tools write (the
+    # churn of, say, a GitOps agent) cost no reconcile; the timer still runs.
+    kopf.on.update(GROUP, VERSION, plural, id=f"{kind}-update", field="spec")(on_change)
+    kopf.on.update(GROUP, VERSION, plural, id=f"{kind}-plan",
+                   field=("metadata", "annotations", PLAN_ANNOTATION))(on_change)
     kopf.daemon(GROUP, VERSION, plural, id=f"{kind}-loop", cancellation_timeout=10)(loop)
     kopf.on.delete(GROUP, VERSION, plural, id=f"{kind}-forget", optional=True)(on_delete)
 

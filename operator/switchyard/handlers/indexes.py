@@ -46,3 +46,15 @@ def nodes_of(index) -> list[NodeInfo]:
 
 def workloads_of(index, uid: str) -> list[dict]:
     return sorted(index.get(uid, []), key=lambda w: w["name"])
+
+
+def per_switch(workloads: list[dict]) -> dict[str, dict]:
+    """desired, current and ready summed per switch: a switch whose readers are split
+    between local and ring routing has two worker Deployments."""
+    totals: dict[str, dict] = {}
+    for w in workloads:
+        if w["switch"]:
+            total = totals.setdefault(w["switch"], {"desired": 0, "current": 0, "ready": 0})
+            for key in total:
+                total[key] += w[key]
+    return totals

@@ -11,8 +11,8 @@ from ..builders.common import FLEET_LABEL, load_plan
 from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selector, worker_image
 from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS
-from .common import CONFIG, converge, evict_misplaced_pods, register, validate, write_status
-from .indexes import nodes_of, workloads_of
+from .common import CONFIG, converge, evict_misplaced_pods, register, validate, wake, write_status
+from .indexes import nodes_of, per_switch, workloads_of
 from .s3staging import fleet_staging_env
 
 KIND = "WorkerFleet"
@@ -58,6 +58,9 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         write_status(KIND, body, base, refused, logger)
         return
     plan = load_plan(meta.get("annotations"))
+    if plan is None or sum(plan.get("workers", {}).values()) != spec.replicas:
+        # New or rescaled: the facility re-plans now rather than at its next tick.
+        wake("AnalysisFacility", namespace, spec.facility_ref.name)
     if plan is None:
         write_status(KIND, body, base, cond.progressing(
             "AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} to place this fleet"), logger)
@@ -67,7 +70,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         write_status(KIND, body, base, cond.progressing("AwaitingStaging", problem), logger)
         return
     planned: dict[str, int] = plan.get("workers", {})
-    workloads = {w["switch"]: w for w in workloads_of(deployment_index, uid) if w["switch"]}
+    workloads = per_switch(workloads_of(deployment_index, uid))
     counts = _ramp(f"{namespace}/{name}", spec, planned, {sw: w["desired"] for sw, w in workloads.items()})
     desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"),
                           helper_image=CONFIG.exporter_image, counts=counts, staging_env=staging_env)

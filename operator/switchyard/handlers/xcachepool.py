@@ -15,7 +15,7 @@ from ..cachedisk import HostDisk, disk_status, full_hosts_message, parse_host_di
 from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS
 from .common import CONFIG, ObjectEvents, converge, evict_misplaced_pods, kube, now, register, validate, write_status
-from .indexes import nodes_of, workloads_of
+from .indexes import nodes_of, per_switch, workloads_of
 
 KIND = "XCachePool"
 PLURAL = "xcachepools"
@@ -112,7 +112,7 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
                          nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
 
-    workloads = {w["switch"]: w for w in workloads_of(statefulset_index, uid)}
+    workloads = per_switch(workloads_of(statefulset_index, uid))
     switches = []
     for switch in sorted(hosts):
         w = workloads.get(switch, {})
