@@ -44,12 +44,12 @@ integration: install deps tools
 # The fault suite at full size (10 kills on 1,000 workers, 30 s and 120 s outages,
 # 500 churn cycles, 1,000 hostile specs); `make test` runs it scaled down.
 soak: install tools
-	SWITCHYARD_SOAK=1 SWITCHYARD_RELIABILITY_REPORT=1 $(PY) -m pytest -q e2e/test_faults.py
+	SWITCHYARD_SOAK=1 SWITCHYARD_RELIABILITY_REPORT=1 $(PY) -m pytest -q e2e/test_faults.py e2e/test_replan.py
 	$(PY) bench/reliability_report.py
 
 bench-reliability: install tools
 	rm -f bench/results/reliability.json
-	SWITCHYARD_RELIABILITY_REPORT=1 $(PY) -m pytest -q e2e/test_faults.py
+	SWITCHYARD_RELIABILITY_REPORT=1 $(PY) -m pytest -q e2e/test_faults.py e2e/test_replan.py
 	$(PY) bench/reliability_report.py
 
 helm-lint: tools
