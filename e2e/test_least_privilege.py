@@ -27,7 +27,7 @@ import localcluster
 import pytest
 import yaml
 
-from conftest import Cluster, cluster_lifetime, start_operator, stop_operator
+from harness import Cluster, cluster_lifetime, start_operator, stop_operator
 from facilities import facility
 from support import CLUSTER_NAME, TOPOLOGY, ready_condition, wait_for, wait_ready
 from test_chart_install import CHART, helm
