@@ -109,7 +109,8 @@ def test_not_ready_nodes_replan_and_recover(cluster, operator, namespace, restor
     before = realised_facility(cluster, namespace)
     pods = cluster.kube.list("Pod", namespace)
     cache_node = sorted(p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") == "xcache")[0]
-    worker_node = sorted(p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker")[0]
+    worker_node = sorted(p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
+                         and p["spec"]["nodeName"] != cache_node)[0]
     lost = {cache_node, worker_node}
 
     for node in lost:
