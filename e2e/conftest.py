@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pathlib
 import sys
-import uuid
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import localcluster  # noqa: E402
 
-from harness import Cluster, cluster_lifetime, start_operator, stop_operator  # noqa: E402
+from harness import Cluster, cluster_lifetime, start_operator, stop_operator, temporary_namespace  # noqa: E402
 from support import CLUSTER_NAME as NAME  # noqa: E402
 LOGS = localcluster.CACHE / "e2e-logs" / NAME
 
@@ -34,7 +33,4 @@ def operator(cluster: Cluster):
 
 @pytest.fixture
 def namespace(cluster: Cluster):
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    cluster.kube.delete("Namespace", None, name)
+    yield from temporary_namespace(cluster.kube, "e2e")

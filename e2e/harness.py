@@ -10,6 +10,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import uuid
 
 import localcluster
 from support import TOPOLOGY
@@ -51,3 +52,11 @@ def stop_operator(proc: subprocess.Popen) -> None:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+def temporary_namespace(kube: Kube, prefix: str):
+    """Create a namespace named `prefix-<random>`, yield its name, delete it."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    kube.delete("Namespace", None, name)

@@ -27,6 +27,7 @@ import localcluster
 from facilities import facility
 from faults import (ApiServerOutage, Operator, leftovers, normalised_children, ownership_problems, record,
                     replicas_per_switch)
+from harness import temporary_namespace
 from support import CLUSTER_NAME, TOPOLOGY, ready_condition, wait_for
 
 from switchyard.apply import ApiError, Kube
@@ -66,10 +67,7 @@ def fcluster() -> FaultCluster:
 
 @pytest.fixture
 def ns(fcluster):
-    name = f"faults-{uuid.uuid4().hex[:8]}"
-    fcluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    fcluster.kube.delete("Namespace", None, name)
+    yield from temporary_namespace(fcluster.kube, "faults")
 
 
 @pytest.fixture
@@ -357,7 +355,6 @@ def test_concurrent_writers_never_lose_an_update(fcluster, operators, ns):
     thread = threading.Thread(target=meddle, daemon=True)
     thread.start()
     last = 6
-    start = time.monotonic()
     try:
         for i in range(CONFLICT_PATCHES):
             last = rng.randint(1, 24)

@@ -294,7 +294,7 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
     # The scheduler honours the switch affinity, so pods can only become
     # misplaced when a node changes switch or is lost: list them only then (or on resync).
     key = f"{body['metadata']['uid']}/pods"
-    digest = hashlib.sha256(json.dumps([sorted(switch_of.items()), lost], default=str).encode()).hexdigest()
+    digest = _digest([sorted(switch_of.items()), lost])
     if not needs_apply(key, digest):
         return 0
     mark_applied(key, digest)
