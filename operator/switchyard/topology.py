@@ -123,6 +123,9 @@ class Topology:
     wan_gbps: float
     # Schedulable nodes whose switch label names no declared switch.
     unknown_switch_nodes: tuple[str, ...] = ()
+    # Nodes on declared switches that are NotReady: capacity the plan has lost
+    # (a cordoned node is the admin's choice and is not listed).
+    not_ready_nodes: tuple[str, ...] = ()
 
     def switch(self, name: str) -> SwitchNodes:
         return next(s for s in self.switches if s.name == name)
@@ -137,11 +140,12 @@ def snapshot(nodes: Iterable[NodeInfo], network: Network) -> Topology:
     declared = {s.name: s for s in network.switches}
     by_switch: dict[str, list[Host]] = {name: [] for name in declared}
     unknown: list[str] = []
+    not_ready: list[str] = []
     for node in sorted(nodes, key=lambda n: n.name):
-        if not node.schedulable:
-            continue
         switch = node.label(network.switch_label)
-        if switch is None:
+        if node.not_ready_since is not None and switch in declared:
+            not_ready.append(node.name)
+        if not node.schedulable or switch is None:
             continue
         if switch not in declared:
             unknown.append(node.name)
@@ -154,6 +158,7 @@ def snapshot(nodes: Iterable[NodeInfo], network: Network) -> Topology:
         switches=tuple(SwitchNodes(n, declared[n].uplink_gbps, tuple(by_switch[n])) for n in sorted(declared)),
         wan_gbps=network.wan_gbps,
         unknown_switch_nodes=tuple(unknown),
+        not_ready_nodes=tuple(not_ready),
     )
 
 

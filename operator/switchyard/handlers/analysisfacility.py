@@ -148,7 +148,12 @@ def reconcile(body, logger, node_index, **_) -> None:
         "plan": _summary(plan),
     }
     states = _children_state(children + [f for f, _ in standalone_specs])
-    if topology.unknown_switch_nodes:
+    if topology.not_ready_nodes:
+        lost = topology.not_ready_nodes
+        states["Degraded"] = cond.State(True, "NodesNotReady",
+                                        f"{len(lost)} node(s) on the facility's switches are NotReady and left out "
+                                        f"of the plan: {', '.join(lost[:5])}{', …' if len(lost) > 5 else ''}")
+    elif topology.unknown_switch_nodes:
         states["Degraded"] = cond.State(True, "NodesOnUnknownSwitch",
                                         f"{len(topology.unknown_switch_nodes)} node(s) carry a switch not in "
                                         f"spec.network.switches, e.g. {topology.unknown_switch_nodes[0]}")

@@ -64,3 +64,18 @@ def test_facility_chooses_the_nic_annotation():
     assert snapshot([info], custom).switch("a").hosts[0].nic_gbps == 200
     default = Network.model_validate({"switchLabel": "sw", "switches": [{"name": "a", "uplinkGbps": 10}]})
     assert snapshot([info], default).switch("a").hosts[0].nic_gbps == 10
+
+
+def test_snapshot_lists_not_ready_nodes_on_declared_switches_only():
+    network = Network.model_validate({"switches": [{"name": "a", "uplinkGbps": 10}], "defaultNicGbps": 10})
+    nodes = [
+        NodeInfo("n1", {"switchyard.dev/switch": "a"}, None, 4000, 2**30, 110),
+        NodeInfo("n2", {"switchyard.dev/switch": "a"}, None, 4000, 2**30, 110, schedulable=False,
+                 not_ready_since="2026-11-22T03:00:00Z"),
+        NodeInfo("n3", {"switchyard.dev/switch": "z"}, None, 4000, 2**30, 110, schedulable=False,
+                 not_ready_since="2026-11-22T03:00:00Z"),
+        NodeInfo("n4", {"switchyard.dev/switch": "a"}, None, 4000, 2**30, 110, schedulable=False),  # cordoned
+    ]
+    topo = snapshot(nodes, network)
+    assert [h.name for h in topo.switch("a").hosts] == ["n1"]
+    assert topo.not_ready_nodes == ("n2",)
