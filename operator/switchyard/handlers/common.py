@@ -161,14 +161,19 @@ def measured(kind: str) -> Iterator[None]:
 
 # (kind, namespace, name) -> the event loop running its per-object loop, and the event that wakes it
 _wakers: dict[tuple[str, str, str], tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
+# Wakes for objects of our kinds whose loop kopf has not started yet (a plan
+# written moments after a create): the loop starts with them.
+_pending_wakes: set[tuple[str, str, str]] = set()
+_looping_kinds: set[str] = set()
 
 
-async def _pause(stopped, woken: asyncio.Event, seconds: float) -> None:
-    """Sleep until the delay is over, the daemon is stopped, or someone calls wake()."""
+async def _pause(stopped, woken: asyncio.Event, seconds: float) -> bool:
+    """Sleep until the delay is over, the daemon is stopped, or someone calls wake(); True if woken."""
     sleeper = asyncio.ensure_future(stopped.wait(seconds))
     waker = asyncio.ensure_future(woken.wait())
     try:
         await asyncio.wait([sleeper, waker], return_when=asyncio.FIRST_COMPLETED)
+        return woken.is_set()
     finally:
         for task in (sleeper, waker):
             task.cancel()
@@ -177,7 +182,11 @@ async def _pause(stopped, woken: asyncio.Event, seconds: float) -> None:
 
 def wake(kind: str, namespace: str, name: str) -> None:
     """Run an object's reconcile now instead of at its next timer tick (from any thread)."""
-    found = _wakers.get((kind, namespace, name))
+    key = (kind, namespace, name)
+    if key not in _wakers and kind in _looping_kinds:
+        _pending_wakes.add(key)
+    # Checked after recording the pending wake, so a loop registering meanwhile still gets it.
+    found = _wakers.get(key)
     if found is not None:
         loop, event = found
         loop.call_soon_threadsafe(event.set)
@@ -189,7 +198,8 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     Create, update and resume call `reconcile(body, logger, **indexes)`; a
     per-object loop calls it again after the delay it returns (None: the
     timer interval), so a ramp-up can come back every second without a retry
-    storm of error events. One reconcile runs at a time per object.
+    storm of error events. One reconcile runs at a time per object. wake()
+    runs the loop at once, on a fresh read of the object.
     """
 
     def run(body, logger, wait: bool, kwargs) -> float | None:
@@ -202,40 +212,54 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     def on_change(body, logger, **kwargs):
         run(body, logger, True, kwargs)
 
+    def run_woken(body, logger, woken: bool, kwargs) -> float | None:
+        if woken:
+            # Whoever woke us has just written this object (a plan annotation, say)
+            # and kopf's copy can trail that write: read it back.
+            meta = body["metadata"]
+            body = kube().get(kind, meta["namespace"], meta["name"])
+            if body is None:
+                return None
+        # A wake waits for a reconcile in progress rather than being dropped.
+        return run(body, logger, woken, kwargs)
+
     async def loop(body, logger, stopped, **kwargs):
         executor = asyncio.get_running_loop()
         key = (kind, body["metadata"]["namespace"], body["metadata"]["name"])
         woken = asyncio.Event()
         _wakers[key] = (executor, woken)
+        if key in _pending_wakes:
+            _pending_wakes.discard(key)
+            woken.set()
         try:
-            await _pause(stopped, woken, CONFIG.timer_seconds)
+            was_woken = await _pause(stopped, woken, CONFIG.timer_seconds)
             while not stopped:
                 try:
                     # kopf's context (settings, event queue) must follow into the thread.
                     context = contextvars.copy_context()
-                    delay = await executor.run_in_executor(None, context.run, run, body, logger, False, kwargs)
+                    delay = await executor.run_in_executor(None, context.run, run_woken, body, logger, was_woken, kwargs)
                 except (kopf.TemporaryError, ApiError) as exc:
                     logger.warning(f"reconcile will be retried: {exc}")
                     delay = getattr(exc, "delay", None)
-                await _pause(stopped, woken, delay or CONFIG.timer_seconds)
+                was_woken = await _pause(stopped, woken, delay or CONFIG.timer_seconds)
         finally:
             if _wakers.get(key, (None, None))[1] is woken:
                 del _wakers[key]
 
     def on_delete(body, **_):
         forget(body["metadata"]["uid"])
+        _pending_wakes.discard((kind, body["metadata"]["namespace"], body["metadata"]["name"]))
         if on_forget is not None:
             on_forget(body["metadata"]["namespace"], body["metadata"]["name"])
 
     from ..api import GROUP, VERSION
-    from ..builders.common import PLAN_ANNOTATION
+    _looping_kinds.add(kind)
     kopf.on.create(GROUP, VERSION, plural, id=f"{kind}-create")(on_change)
     kopf.on.resume(GROUP, VERSION, plural, id=f"{kind}-resume")(on_change)
-    # Only what a reconcile reads: labels or annotations other tools write (the
-    # churn of, say, a GitOps agent) cost no reconcile; the timer still runs.
+    # Spec changes only: labels or annotations other tools write (the churn of,
+    # say, a GitOps agent) cost no reconcile; the timer still runs. A new plan
+    # annotation is written by this process, which wakes the child directly.
     kopf.on.update(GROUP, VERSION, plural, id=f"{kind}-update", field="spec")(on_change)
-    kopf.on.update(GROUP, VERSION, plural, id=f"{kind}-plan",
-                   field=("metadata", "annotations", PLAN_ANNOTATION))(on_change)
     kopf.daemon(GROUP, VERSION, plural, id=f"{kind}-loop", cancellation_timeout=10)(loop)
     kopf.on.delete(GROUP, VERSION, plural, id=f"{kind}-forget", optional=True)(on_delete)
 
@@ -265,7 +289,20 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
     mark_applied(uid, digest)
     _applied_children[uid] = children
+    for obj in desired:
+        if child_key(obj) not in unchanged:
+            wake_changed(obj)
     return True
+
+
+def wake_changed(obj: Mapping) -> None:
+    """A child of ours whose spec or plan this process just wrote reconciles now.
+
+    kopf leaves annotations under its own storage prefix (switchyard.dev/) out of
+    the diff it hands to update handlers, so a new plan annotation alone would
+    wait for the child's next timer tick. (No-op for kinds without a loop.)
+    """
+    wake(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
 
 
 def _seconds_since(timestamp: str) -> float:
