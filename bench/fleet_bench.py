@@ -22,7 +22,7 @@ the API requests each operator made, counted from the kube-apiserver's audit
 log (level Metadata, one entry per request) by user agent inside each
 measurement window. Writes bench/results/fleet.md and fleet.json.
 
-Usage: python bench/fleet_bench.py [--workers 2500] [--dask-workers 2500] [--repeats 2]
+Usage: python bench/fleet_bench.py [--workers 2500] [--dask-workers 2500] [--repeats 3] [--dask-repeats 1]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import os
 import pathlib
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -367,13 +368,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2500)
     parser.add_argument("--dask-workers", type=int, default=None, help="DaskCluster size (default: --workers)")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dask-repeats", type=int, default=1,
+                        help="repeats that also run (c); its ratio varies little and each run takes minutes")
     parser.add_argument("--ramp-rate", type=float, default=10000, help="rampUp.maxStartsPerSecond for (a)")
     parser.add_argument("--no-default-rate-run", dest="default_rate_run", action="store_false",
                         help="skip the one (a) run at the default 20/s")
     parser.add_argument("--skip-dask", action="store_true")
-    parser.add_argument("--per-switch-control", action="store_true",
-                        help="also apply copies of the fleet's own per-switch Deployments with kubectl")
+    parser.add_argument("--no-per-switch-control", dest="per_switch_control", action="store_false",
+                        help="skip (b'), copies of the fleet's own per-switch Deployments applied with kubectl")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--out", default=str(RESULTS / "fleet.md"))
@@ -438,24 +441,35 @@ def main(argv: list[str] | None = None) -> int:
             r["ramp_rate"] = rate
             return r
 
-        for rep in range(1, args.repeats + 1):
-            results["runs"].append(run_fleet(f"w{rep}", n, args.ramp_rate))
+        def run_plain(rep):
             name = f"plain{rep}"
             r = measure(f"plain Deployment {name}", NS, f"app={name}", n,
                         lambda: apply(plain_deployment(name, n, template)),
                         lambda: kubectl("delete", "deployment", name, "-n", NS, "--wait=false"),
                         args.timeout, audit, (), None)
             r["kind"] = "plain"
-            results["runs"].append(r)
+            return r
+
+        def run_plain_per_switch(rep):
+            name = f"plainsw{rep}"
+            r = measure(f"plain per-switch Deployments {name}", NS, f"app={name}", n,
+                        lambda: apply([per_switch_deployment(name, i, replicas, tpl)
+                                       for i, (replicas, tpl) in enumerate(fleet_deployments)]),
+                        lambda: kubectl("delete", "deployments", "-n", NS, "-l", f"app={name}", "--wait=false"),
+                        args.timeout, audit, (), None)
+            r["kind"] = "plain-per-switch"
+            return r
+
+        for rep in range(1, args.repeats + 1):
+            # The first repeat runs the fleet first (its Deployments are the controls'
+            # template); later ones alternate the order so neither side always goes first.
+            order = [lambda: run_fleet(f"w{rep}", n, args.ramp_rate), lambda: run_plain(rep)]
             if args.per_switch_control:
-                name = f"plainsw{rep}"
-                r = measure(f"plain per-switch Deployments {name}", NS, f"app={name}", n,
-                            lambda: apply([per_switch_deployment(name, i, replicas, tpl)
-                                           for i, (replicas, tpl) in enumerate(fleet_deployments)]),
-                            lambda: kubectl("delete", "deployments", "-n", NS, "-l", f"app={name}", "--wait=false"),
-                            args.timeout, audit, (), None)
-                r["kind"] = "plain-per-switch"
-                results["runs"].append(r)
+                order.append(lambda: run_plain_per_switch(rep))
+            if rep % 2 == 0:
+                order.reverse()
+            for run in order:
+                results["runs"].append(run())
             if nd != n:
                 results["runs"].append({**run_fleet(f"w{rep}s", nd, args.ramp_rate), "kind": "switchyard-small"})
                 name = f"plain{rep}s"
@@ -465,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.timeout, audit, (), None)
                 r["kind"] = "plain-small"
                 results["runs"].append(r)
-            if not args.skip_dask:
+            if not args.skip_dask and rep <= args.dask_repeats:
                 dask_op = start_process([PY, "-m", "kopf", "run", "-m", "dask_kubernetes.operator.controller",
                                          "--all-namespaces", "--standalone"], logs / f"dask-operator-{rep}.log",
                                         env={"KUBECONFIG": str(kubeconfig)})
@@ -548,8 +562,15 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         lines.append(f"- repeat {i}: (a) switchyard / (b) plain Deployment, {n} pods: {x:.1f} s / {y:.1f} s = "
                      f"**{x / y:.2f}** ({verdict} the target ≤ 1.2)")
     for i, (x, y) in enumerate(zip(a, times("plain-per-switch")), 1):
-        lines.append(f"- repeat {i}: (a) switchyard / copies of its own per-switch Deployments applied with kubectl: "
-                     f"{x:.1f} s / {y:.1f} s = **{x / y:.2f}** (the part of (a)/(b) the operator itself adds)")
+        lines.append(f"- repeat {i}: (a) switchyard / (b') copies of its own per-switch Deployments applied with "
+                     f"kubectl: {x:.1f} s / {y:.1f} s = **{x / y:.2f}** (the part of (a)/(b) the operator itself adds)")
+    if len(a) > 1:
+        ratio = statistics.median(x / y for x, y in zip(a, b))
+        lines.append(f"- **median over the {min(len(a), len(b))} repeats of (a)/(b): {ratio:.2f}** "
+                     f"({'meets' if ratio <= 1.2 else 'misses'} the target ≤ 1.2; each repeat pairs adjacent runs, "
+                     "and the median of those ratios is the figure the shared machine's noise moves least)")
+        if times("plain-per-switch"):
+            lines.append(f"- median of (a)/(b'): {statistics.median(x / y for x, y in zip(a, times('plain-per-switch'))):.2f}")
     if a_small:
         for i, (x, y) in enumerate(zip(a_small, b_small), 1):
             lines.append(f"- repeat {i}: switchyard / plain Deployment at {nd} pods: {x:.1f} s / {y:.1f} s = **{x / y:.2f}**")
@@ -581,13 +602,13 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         f"nodes is applied and Ready first; the clock starts when a standalone `WorkerFleet` of {n} Dask workers "
         "(1 core, 2 GiB, `facilityRef: af`) is applied and stops when all its worker pods are Running. That "
         "includes the facility re-planning with the new fleet, the plan annotation, and the fleet creating one "
-        "Deployment per switch the plan uses. `rampUp.maxStartsPerSecond` is set to {results['ramp_rate']:g} "
+        f"Deployment per switch the plan uses. `rampUp.maxStartsPerSecond` is set to {results['ramp_rate']:g} "
         "(the schema's maximum) so the start-rate limit is not what is measured; `jitterSeconds` stays at its "
         "default 10, which costs nothing here because kwok does not run the jitter init container.",
         f"- **(b) plain Deployment**: one Deployment of {n} replicas with the fleet's own pod template (copied from "
         "one of its Deployments, switch node selector removed), in the same namespace and cluster, applied with "
         "kubectl: what the control plane alone takes.",
-        "- **(b') per-switch copies** (only with `--per-switch-control`): the fleet's own Deployments (same counts "
+        "- **(b') per-switch copies** (skipped with `--no-per-switch-control`): the fleet's own Deployments (same counts "
         "per switch, switch node affinity kept) copied under other names and applied with kubectl: what the "
         "control plane takes for exactly the objects switchyard creates, without the operator.",
         f"- **(c) dask-kubernetes** {results.get('dask_version', '')}: `kopf run -m dask_kubernetes.operator.controller "
