@@ -44,6 +44,7 @@ FLEET_WORKERS = 1000 if SOAK else 200
 OUTAGES = (30, 120) if SOAK else (30,)
 CONFLICT_PATCHES = 200 if SOAK else 20
 CHURN_CYCLES = 500 if SOAK else 20
+SOAK_TOPOLOGY = TOPOLOGY.with_name("soak.yaml")
 
 
 class FaultCluster:
@@ -58,7 +59,8 @@ class FaultCluster:
 
 @pytest.fixture(scope="module")
 def fcluster() -> FaultCluster:
-    localcluster.up(FAULTS_CLUSTER, TOPOLOGY)
+    # The full-size runs need more room than mini.yaml's 476 one-core workers.
+    localcluster.up(FAULTS_CLUSTER, SOAK_TOPOLOGY if SOAK else TOPOLOGY)
     localcluster.install_crds(FAULTS_CLUSTER)
     yield FaultCluster(FAULTS_CLUSTER)
     if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
