@@ -14,7 +14,7 @@ from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..planner import FleetRequest, Placement, PoolRequest
 from ..topology import snapshot
-from .common import converge, kube, register, validate, wake_changed, write_status
+from .common import converge, kube, register, validate, wake, write_status
 from .indexes import nodes_of
 
 KIND = "AnalysisFacility"
@@ -137,7 +137,7 @@ def reconcile(body, logger, node_index, **_) -> None:
     if converge(body, desired, CHILD_KINDS, logger, extra_key=[(f["metadata"]["name"], d) for f, d in attached]):
         for fleet, data in attached:
             kube().annotate("WorkerFleet", namespace, fleet["metadata"]["name"], {PLAN_ANNOTATION: dump_plan(data)})
-            wake_changed(fleet)
+            wake("WorkerFleet", namespace, fleet["metadata"]["name"])  # see converge
         children = _owned_children(namespace, uid)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(children))
     _export(namespace, name, spec, plan, children + standalone)

@@ -258,7 +258,7 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     kopf.on.resume(GROUP, VERSION, plural, id=f"{kind}-resume")(on_change)
     # Spec changes only: labels or annotations other tools write (the churn of,
     # say, a GitOps agent) cost no reconcile; the timer still runs. A new plan
-    # annotation is written by this process, which wakes the child directly.
+    # annotation is written by this process, which wakes the child (converge).
     kopf.on.update(GROUP, VERSION, plural, id=f"{kind}-update", field="spec")(on_change)
     kopf.daemon(GROUP, VERSION, plural, id=f"{kind}-loop", cancellation_timeout=10)(loop)
     kopf.on.delete(GROUP, VERSION, plural, id=f"{kind}-forget", optional=True)(on_delete)
@@ -289,20 +289,13 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
     mark_applied(uid, digest)
     _applied_children[uid] = children
+    # A child of ours whose plan just changed reconciles now: kopf leaves
+    # annotations under its own storage prefix (switchyard.dev/) out of the diff
+    # it hands to update handlers, so it would wait for its next timer tick.
     for obj in desired:
         if child_key(obj) not in unchanged:
-            wake_changed(obj)
+            wake(obj["kind"], body["metadata"]["namespace"], obj["metadata"]["name"])
     return True
-
-
-def wake_changed(obj: Mapping) -> None:
-    """A child of ours whose spec or plan this process just wrote reconciles now.
-
-    kopf leaves annotations under its own storage prefix (switchyard.dev/) out of
-    the diff it hands to update handlers, so a new plan annotation alone would
-    wait for the child's next timer tick. (No-op for kinds without a loop.)
-    """
-    wake(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
 
 
 def _seconds_since(timestamp: str) -> float:
