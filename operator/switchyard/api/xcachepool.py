@@ -21,6 +21,9 @@ from .base import (
 )
 
 DEFAULT_XCACHE_IMAGE = "hub.opensciencegrid.org/opensciencegrid/xcache:23-release"
+# Requests of the metrics exporter that runs beside xrootd in every cache pod:
+# the planner counts them in a cache host's footprint, as the scheduler does.
+EXPORTER_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 
 # An absolute path made of plain path characters: it is rendered into the
 # xrootd config and a hostPath volume, so nothing else is allowed.

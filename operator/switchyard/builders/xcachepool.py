@@ -7,7 +7,7 @@ the NVMe disks (see README: why host paths, and the Pod Security level).
 
 from __future__ import annotations
 
-from ..api.xcachepool import XCachePoolSpec
+from ..api.xcachepool import EXPORTER_REQUESTS, XCachePoolSpec
 from ..exporter import DEFAULT_METRICS_PORT as METRICS_PORT
 from ..exporter import exporter_args
 from ..xrootd import config_checksum, directories_to_create, render_config, render_scitokens_config
@@ -106,7 +106,7 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
         "volumeMounts": [{**m, "readOnly": True} for m in mounts if m["name"] == "meta" or m["name"].startswith("data")],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "resources": {"requests": dict(EXPORTER_REQUESTS), "limits": {"memory": "256Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                             "readOnlyRootFilesystem": True, "runAsNonRoot": True, "runAsUser": 65532},
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..api.xcachepool import EXPORTER_REQUESTS
 from ..topology import Host, Topology, parse_quantity
 from .model import FleetRequest, PoolRequest, Unsatisfiable
 
@@ -103,8 +104,9 @@ def pool_spec(pool: PoolRequest) -> PoolSpec:
     return PoolSpec(
         name=pool.name, serve_gbps=body.serve_gbps, miss_ratio=body.miss_ratio,
         max_hosts_per_switch=body.max_hosts_per_switch,
-        cpu_millis=int(parse_quantity(body.resources.cpu) * 1000),
-        memory_bytes=int(parse_quantity(body.resources.memory)),
+        # The pod's footprint as the scheduler counts it: xrootd and its exporter.
+        cpu_millis=int((parse_quantity(body.resources.cpu) + parse_quantity(EXPORTER_REQUESTS["cpu"])) * 1000),
+        memory_bytes=int(parse_quantity(body.resources.memory) + parse_quantity(EXPORTER_REQUESTS["memory"])),
     )
 
 

@@ -116,8 +116,9 @@ def test_impossible_input_is_refused_with_a_reason(pools, fleets, reason):
 def test_workers_that_fit_nowhere_are_reported_unplaced():
     topo = topology([switch("s0", 10, nodes("cache", nvme=2, cpu=8), nodes("w", cpu=64))])
     result = plan(topo, [pool()], [fleet(replicas=20, cores=4)])
-    assert total_workers(result, "f") == 16 + 1               # 64 cores, and 4 left next to the cache pod
-    assert result.unplaced == {"f": 3}
+    # 64 cores; the cache pod (4 cores for xrootd, 50m for its exporter) leaves 3.95: no room for a 4-core worker.
+    assert total_workers(result, "f") == 16
+    assert result.unplaced == {"f": 4}
 
 
 def test_among_equal_gbps_the_lowest_peak_utilisation_wins():
@@ -202,9 +203,10 @@ def test_losing_a_worker_node_moves_only_what_no_longer_fits_its_switch():
     lost = f"{busiest}-w-0"
     on_lost = witness(topo, pools, fleets, first.placement).nodes.get(lost, {}).get("f", 0)
     again = plan(without(topo, lost), pools, fleets, current=first.placement)
-    # Left on that switch: 3 workers next to the cache pod and 12 (NIC-bound) on the other node.
+    # Left on that switch: 2 workers next to the cache pod (xrootd and its exporter)
+    # and 12 (NIC-bound) on the other node.
     assert again.predicted_gbps == pytest.approx(60)
-    assert again.moves == max(0, before - 15)
+    assert again.moves == max(0, before - 14)
     assert again.moves <= on_lost
 
 
@@ -280,7 +282,7 @@ def a_large_facility():
     return topology(switches), [pool(maxHostsPerSwitch=2)], fleets
 
 
-def test_large_models_replan_their_own_plan_without_moves_and_a_loss_only_for_gain():
+def test_large_models_replan_their_own_plan_stably_and_a_loss_only_for_gain():
     from switchyard.planner.formulation import formulate
     from switchyard.planner.problem import build_problem
     from switchyard.planner.solver import EXACT_LIMIT
@@ -290,7 +292,11 @@ def test_large_models_replan_their_own_plan_without_moves_and_a_loss_only_for_ga
     first = plan(topo, pools, fleets)
     assert first.predicted_gbps >= 0.99 * first.bound_gbps
     again = plan(topo, pools, fleets, current=first.placement)
-    assert again.moves == 0
+    # The large-model path's first plan can be bettered: a re-plan moves only for
+    # a gain, and the plan it gives then holds.
+    if again.moves:
+        assert better(again, staying(topo, pools, fleets, first.placement))
+    assert plan(topo, pools, fleets, current=again.placement).moves == 0
     for lost in ("s03-w-0", "s04-c-0"):
         reduced = without(topo, lost)
         assert len(reduced.hosts) == len(topo.hosts) - 1
