@@ -580,7 +580,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
     for r in runs:
         if "first_deployment_s" in r:
             lines.append(f"- {r['label']}: {r['deployments']} worker Deployments, the first created "
-                         f"{r['first_deployment_s']:.0f} s and the last {r['last_deployment_s']:.0f} s after the apply "
+                         f"{max(0, r['first_deployment_s']):.0f} s and the last {max(0, r['last_deployment_s']):.0f} s after the apply "
                          "(creation timestamps, 1 s resolution)")
     for r in runs:
         if r["kind"] == "switchyard-default-rate":
