@@ -115,3 +115,31 @@ def test_two_hundred_workers_land_as_planned_within_the_start_rate(cluster, oper
 def _epoch(timestamp: str) -> float:
     import datetime
     return datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def test_a_fleet_too_big_for_the_nodes_runs_what_fits_and_says_so(cluster, operator, namespace):
+    af = facility(workers=1)
+    af["metadata"]["namespace"] = namespace
+    cluster.kube.apply(af)
+    fleet = team_fleet(namespace, 10)
+    fleet["spec"].update(cores=60, memoryGiB=8)  # one per 64-core worker node, none beside a cache: 6 fit
+    cluster.kube.apply(fleet)
+
+    def insufficient():
+        obj = cluster.kube.get("WorkerFleet", namespace, "team")
+        return obj if ready_condition(obj).get("reason") == "InsufficientCapacity" else None
+
+    obj = wait_for(insufficient, timeout=120, what="team fleet Ready=False InsufficientCapacity")
+    assert ready_condition(obj)["message"].startswith("4 of 10 workers fit no node")
+    wait_for(lambda: running_workers(cluster, namespace, "team") == 6, what="the 6 workers that fit, running")
+    degraded = wait_for(lambda: next((c for c in cluster.kube.get("AnalysisFacility", namespace, "af")["status"]
+                                      .get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"), None),
+                        what="facility Degraded")
+    assert degraded["reason"] == "WorkersUnplaced" and "fleet team: 4 worker(s) fit no node" in degraded["message"]
+
+    # Scaled to what fits, the fleet is Ready and the facility healthy again.
+    cluster.kubectl("scale", "workerfleet", "team", "-n", namespace, "--replicas", "6")
+    wait_for(lambda: ready_condition(cluster.kube.get("WorkerFleet", namespace, "team")).get("status") == "True",
+             timeout=120, what="team fleet Ready at 6")
+    af_ready = wait_ready(cluster, namespace)
+    assert {c["type"]: c["status"] for c in af_ready["status"]["conditions"]}["Degraded"] == "False"

@@ -40,6 +40,8 @@ def fleet_plan(facility: str, spec: AnalysisFacilitySpec, plan: Plan, fleet_key:
         "routing": dict(sorted(plan.routing.items())),
         # The ring hashed readers use: cache host (node name) -> weight.
         "cacheRing": dict(sorted((plan.hash_weights.get(pool_name) or {}).items())),
+        # Workers no node of the facility's switches has room for (cores, memory, pod slots).
+        "unplaced": plan.unplaced.get(fleet_key, 0),
     }
 
 

@@ -149,16 +149,25 @@ def reconcile(body, logger, node_index, **_) -> None:
         "plan": _summary(plan),
     }
     states = _children_state(children + [f for f, _ in standalone_specs])
-    if topology.not_ready_nodes:
-        lost = topology.not_ready_nodes
-        states["Degraded"] = cond.State(True, "NodesNotReady",
-                                        f"{len(lost)} node(s) on the facility's switches are NotReady and left out "
-                                        f"of the plan: {', '.join(lost[:5])}{', …' if len(lost) > 5 else ''}")
-    elif topology.unknown_switch_nodes:
-        states["Degraded"] = cond.State(True, "NodesOnUnknownSwitch",
-                                        f"{len(topology.unknown_switch_nodes)} node(s) carry a switch not in "
-                                        f"spec.network.switches, e.g. {topology.unknown_switch_nodes[0]}")
+    problems = _plan_problems(topology, plan)
+    if problems:
+        states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
     write_status(KIND, body, status, states, logger)
+
+
+def _plan_problems(topology, plan: planner.Plan) -> list[tuple[str, str]]:
+    """(reason, message) for what the plan had to do without, most pressing first."""
+    problems = []
+    if lost := topology.not_ready_nodes:
+        problems.append(("NodesNotReady", f"{len(lost)} node(s) on the facility's switches are NotReady and left "
+                                          f"out of the plan: {', '.join(lost[:5])}{', …' if len(lost) > 5 else ''}"))
+    if plan.unplaced:
+        problems.append(("WorkersUnplaced", ", ".join(f"fleet {name}: {n} worker(s) fit no node"
+                                                      for name, n in sorted(plan.unplaced.items()))))
+    if unknown := topology.unknown_switch_nodes:
+        problems.append(("NodesOnUnknownSwitch", f"{len(unknown)} node(s) carry a switch not in "
+                                                 f"spec.network.switches, e.g. {unknown[0]}"))
+    return problems
 
 
 register(PLURAL, KIND, reconcile, on_forget=forget_facility)

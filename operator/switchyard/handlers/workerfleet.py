@@ -58,7 +58,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         write_status(KIND, body, base, refused, logger)
         return
     plan = load_plan(meta.get("annotations"))
-    if plan is None or sum(plan.get("workers", {}).values()) != spec.replicas:
+    if plan is None or sum(plan.get("workers", {}).values()) + plan.get("unplaced", 0) != spec.replicas:
         # New or rescaled: the facility re-plans now rather than at its next tick.
         wake("AnalysisFacility", namespace, spec.facility_ref.name)
     if plan is None:
@@ -86,7 +86,8 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     total = sum(planned.values())
     started = sum(counts.values())
     status = {**base, "replicas": current, "readyReplicas": ready, "switches": switches}
-    if total != spec.replicas:
+    unplaced = plan.get("unplaced", 0)
+    if total != spec.replicas and total + unplaced != spec.replicas:
         states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
     elif started < total:
         states = cond.progressing("RampingUp", f"{started}/{total} workers started, at most "
@@ -94,6 +95,11 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         write_status(KIND, body, status, states, logger)
         # Come back when a few starts' worth of tokens have accrued (at most a second).
         return min(1.0, max(0.25, 5 / spec.ramp_up.max_starts_per_second))
+    elif unplaced:
+        # The placed workers run; the rest start when a re-plan finds room (nodes added or freed).
+        states = cond.failed("InsufficientCapacity", f"{unplaced} of {spec.replicas} workers fit no node on the "
+                                                     f"facility's switches (cores, memory or pod slots); {ready}/{total} "
+                                                     "placed workers ready")
     elif ready == total:
         states = cond.ready(f"{ready} worker(s) ready on {len(switches)} switch(es)")
     else:
