@@ -131,9 +131,9 @@ def test_not_ready_nodes_replan_and_recover(cluster, operator, namespace, restor
                          and p["spec"]["nodeName"] != cache_node)[0]
     lost = {cache_node, worker_node}
 
+    lost_at = time.monotonic()
     for node in lost:
         set_node_ready(cluster, node, False)
-    lost_at = time.monotonic()
 
     # The facility says which nodes it lost.
     shown = wait_for(lambda: (d := degraded(cluster, namespace)).get("reason") == "NodesNotReady" and d, timeout=120,

@@ -143,10 +143,13 @@ class Kube:
                 return None
             raise
 
-    def list(self, kind: str, namespace: str | None = None, selector: Mapping[str, str] | None = None) -> list[dict]:
+    def list(self, kind: str, namespace: str | None = None, selector: Mapping[str, str] | None = None,
+             fields: Mapping[str, str] | None = None) -> list[dict]:
         query = {"limit": "500"}
         if selector:
             query["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        if fields:
+            query["fieldSelector"] = ",".join(f"{k}={v}" for k, v in sorted(fields.items()))
         items: list[dict] = []
         res = RESOURCES[kind]
         while True:

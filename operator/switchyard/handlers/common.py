@@ -309,12 +309,12 @@ def _seconds_since(timestamp: str) -> float:
 def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_label: str, nodes, logger) -> int:
     """Delete pods the plan no longer has where they are, so their controllers re-create them on plan.
 
-    Two cases: the pod's node now sits on another switch than the pod was
+    Three cases: the pod's node now sits on another switch than the pod was
     planned for (node affinity is only checked at scheduling, so a relabelled
-    node keeps its pods), or the node has been NotReady for longer than
+    node keeps its pods), the node has been NotReady for longer than
     SWITCHYARD_NOT_READY_GRACE_SECONDS (the plan has already left it; Kubernetes
-    itself would wait 300 s). A cordoned node keeps its pods: draining is the
-    admin's call.
+    itself would wait 300 s), or the node is gone. A cordoned node keeps its
+    pods: draining is the admin's call.
     """
     from ..builders.common import SWITCH_LABEL
 
@@ -329,13 +329,22 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
         return 0
     mark_applied(key, digest)
     namespace = body["metadata"]["namespace"]
+    pods = [p for p in kube().list("Pod", namespace, selector)
+            if p.get("spec", {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+    # A node missing from the index is gone, or so new the index has not seen it
+    # yet: ask the API server (a list by name; RBAC grants list, not get, on nodes).
+    # Kubernetes' pod GC would leave pods of a deleted node for 40 s or more.
+    gone = {node for node in {p["spec"]["nodeName"] for p in pods} - switch_of.keys()
+            if not kube().list("Node", fields={"metadata.name": node})}
     evicted = 0
-    for pod in kube().list("Pod", namespace, selector):
-        node = pod.get("spec", {}).get("nodeName")
+    for pod in pods:
+        node = pod["spec"]["nodeName"]
         planned = (pod["metadata"].get("labels") or {}).get(SWITCH_LABEL)
-        if not node or pod["metadata"].get("deletionTimestamp") or node not in switch_of:
+        if node in gone:
+            why = f"node {node} is gone"
+        elif node not in switch_of:
             continue
-        if node in lost:
+        elif node in lost:
             why = f"node {node} is NotReady"
         elif switch_of[node] != planned:
             why = f"node {node} is now on switch {switch_of[node]}, planned {planned}"
