@@ -61,7 +61,15 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
     # (and what is left after the rounds) move the leftover workers to nodes with room.
     rounds = PACKING_ROUNDS if len(fm.integers()) <= EXACT_LIMIT else 1
     for round_ in range(rounds):
-        relaxed_gbps, solution = solve(fm)
+        try:
+            relaxed_gbps, solution = solve(fm)
+        except Infeasible:
+            if round_ == 0:
+                raise
+            # The packing cuts, with what a re-plan keeps, left no feasible point:
+            # realise the last solution and move what does not pack to nodes with room.
+            placement, packing = _realise(problem, fm, solution, current, repair=True)
+            break
         if bound is None:   # before any packing restriction: those are not valid inequalities
             bound = relaxed_gbps if routing == "auto" else upper_bound(problem)
         placement, packing = _realise(problem, fm, solution, current, repair=round_ == rounds - 1)

@@ -30,3 +30,20 @@ def test_a_pool_without_fleets_gets_its_hosts_even_from_an_empty_current_placeme
     from_empty = planner.plan(topology, pools, [], spec.routing, current=Placement(caches={}, workers={}, hashed={}))
     assert sum(len(n) for by in fresh.placement.caches.values() for n in by.values()) == 6
     assert from_empty.placement.caches == fresh.placement.caches
+
+
+def test_a_replan_whose_packing_cut_leaves_no_feasible_point_still_plans():
+    """bench-planner's gen-500n-10s-5f-s1 losing its first cache host: the second packing
+    round (its cut plus what the re-plan keeps) was infeasible and the planner raised."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("planner_bench", REPO / "bench" / "planner_bench.py")
+    bench = sys.modules.setdefault("planner_bench", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(bench)
+    case = bench.generated_case(500, 10, 5, 1)
+    first = planner.plan(case.topology, case.pools, case.fleets)
+    again = planner.plan(bench.without(case.topology, "sw002-nvme-0"), case.pools, case.fleets, current=first.placement)
+    for fleet in case.fleets:
+        placed = sum(again.placement.workers.get(fleet.name, {}).values())
+        assert placed + again.unplaced.get(fleet.name, 0) == fleet.body.replicas
