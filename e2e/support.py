@@ -29,8 +29,13 @@ def wait_for(predicate, timeout: float = 120, interval: float = 1.0, what: str =
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
 
 
+def condition(obj: dict | None, ctype: str) -> dict:
+    """An object's condition of type `ctype` ({} if it has none yet)."""
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions", []) if c["type"] == ctype), {})
+
+
 def ready_condition(obj: dict) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == "Ready"), {})
+    return condition(obj, "Ready")
 
 
 def wait_ready(cluster, ns, name="af", generation=None, timeout=180):

@@ -9,7 +9,7 @@ import pytest
 import localcluster
 
 from facilities import facility
-from support import ready_condition, wait_for, wait_ready
+from support import condition, ready_condition, wait_for, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -132,14 +132,12 @@ def test_a_fleet_too_big_for_the_nodes_runs_what_fits_and_says_so(cluster, opera
     obj = wait_for(insufficient, timeout=120, what="team fleet Ready=False InsufficientCapacity")
     assert ready_condition(obj)["message"].startswith("4 of 10 workers fit no node")
     wait_for(lambda: running_workers(cluster, namespace, "team") == 6, what="the 6 workers that fit, running")
-    degraded = wait_for(lambda: next((c for c in cluster.kube.get("AnalysisFacility", namespace, "af")["status"]
-                                      .get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"), None),
-                        what="facility Degraded")
+    degraded = wait_for(lambda: (c := condition(cluster.kube.get("AnalysisFacility", namespace, "af"), "Degraded"))
+                        .get("status") == "True" and c, what="facility Degraded")
     assert degraded["reason"] == "WorkersUnplaced" and "fleet team: 4 worker(s) fit no node" in degraded["message"]
 
     # Scaled to what fits, the fleet is Ready and the facility healthy again.
     cluster.kubectl("scale", "workerfleet", "team", "-n", namespace, "--replicas", "6")
     wait_for(lambda: ready_condition(cluster.kube.get("WorkerFleet", namespace, "team")).get("status") == "True",
              timeout=120, what="team fleet Ready at 6")
-    af_ready = wait_ready(cluster, namespace)
-    assert {c["type"]: c["status"] for c in af_ready["status"]["conditions"]}["Degraded"] == "False"
+    assert condition(wait_ready(cluster, namespace), "Degraded")["status"] == "False"

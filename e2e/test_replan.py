@@ -10,7 +10,7 @@ import pytest
 import localcluster
 from facilities import facility
 from faults import record
-from support import CLUSTER_NAME, TOPOLOGY, wait_for, wait_ready
+from support import CLUSTER_NAME, TOPOLOGY, condition, wait_for, wait_ready
 
 pytestmark = pytest.mark.e2e
 SWITCH = "switchyard.dev/switch"
@@ -119,8 +119,7 @@ def set_node_ready(cluster, node: str, ready: bool) -> None:
 
 
 def degraded(cluster, namespace) -> dict:
-    af = cluster.kube.get("AnalysisFacility", namespace, "af")
-    return {c["type"]: c for c in af["status"].get("conditions") or []}.get("Degraded") or {}
+    return condition(cluster.kube.get("AnalysisFacility", namespace, "af"), "Degraded")
 
 
 def test_not_ready_nodes_replan_and_recover(cluster, operator, namespace, restore_nodes):

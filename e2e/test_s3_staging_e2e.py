@@ -17,7 +17,7 @@ import pytest
 
 import localcluster
 from facilities import facility
-from support import CLUSTER_NAME, wait_for
+from support import CLUSTER_NAME, condition, wait_for
 
 sys.path.insert(0, str(localcluster.REPO / "operator" / "tests" / "integration"))
 from minio_server import MinioServer, minio_binary  # noqa: E402
@@ -49,10 +49,6 @@ def staging(namespace: str, name: str, server: MinioServer, buckets: list[dict],
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"external": {"url": server.url, "credentialsSecret": "s3-admin"}, "buckets": buckets,
                      "reclaimPolicy": reclaim, "usageIntervalSeconds": 5}}
-
-
-def condition(obj: dict | None, ctype: str) -> dict:
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions", []) if c["type"] == ctype), {})
 
 
 def wait_condition(cluster, namespace, name, ctype, status, reason=None, timeout=90):

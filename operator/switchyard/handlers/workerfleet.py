@@ -40,6 +40,11 @@ def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: di
     return counts
 
 
+def _accounts_for(plan: dict | None, replicas: int) -> bool:
+    """The plan is for this many workers: placed per switch, plus those no node has room for."""
+    return plan is not None and sum(plan.get("workers", {}).values()) + plan.get("unplaced", 0) == replicas
+
+
 def _forget_ramp(namespace: str, name: str) -> None:
     _ramps.pop(f"{namespace}/{name}", None)
 
@@ -58,7 +63,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         write_status(KIND, body, base, refused, logger)
         return
     plan = load_plan(meta.get("annotations"))
-    if plan is None or sum(plan.get("workers", {}).values()) + plan.get("unplaced", 0) != spec.replicas:
+    if not _accounts_for(plan, spec.replicas):
         # New or rescaled: the facility re-plans now rather than at its next tick.
         wake("AnalysisFacility", namespace, spec.facility_ref.name)
     if plan is None:
@@ -87,7 +92,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     started = sum(counts.values())
     status = {**base, "replicas": current, "readyReplicas": ready, "switches": switches}
     unplaced = plan.get("unplaced", 0)
-    if total != spec.replicas and total + unplaced != spec.replicas:
+    if not _accounts_for(plan, spec.replicas):
         states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
     elif started < total:
         states = cond.progressing("RampingUp", f"{started}/{total} workers started, at most "
