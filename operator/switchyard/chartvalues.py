@@ -44,6 +44,16 @@ class Images(Values):
                     "allowed.")
 
 
+class CacheDisks(Values):
+    allowed_host_paths: list[Annotated[str, StringConstraints(pattern=r"^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+/?$")]] = Field(
+        default_factory=lambda: ["/mnt/", "/data/", "/srv/"], min_length=1,
+        description="Node directories below which cache pools may put their data and metadata disks "
+                    "(SWITCHYARD_ALLOWED_HOST_PATHS). A pool asking for another path (`/etc`, "
+                    "`/var/lib/kubelet`, ...) gets Ready=False, reason HostPathNotAllowed, and nothing is "
+                    "rendered or changed. The cache hosts' disks are host paths of privileged pods: list only "
+                    "directories that hold nothing but cache disks.")
+
+
 class Watch(Values):
     mode: Literal["cluster", "namespaced"] = Field(
         "cluster", description="`cluster`: watch switchyard objects in every namespace (ClusterRole). `namespaced`: "
@@ -130,6 +140,7 @@ class Dashboards(Values):
 class ChartValues(Values):
     image: Image = Field(default_factory=Image, description="The operator image.")
     images: Images = Field(default_factory=Images, description="Images the operator may run for facilities.")
+    cache: CacheDisks = Field(default_factory=CacheDisks, description="Where cache pools may put their disks.")
     image_pull_secrets: list[str] = Field(default_factory=list, description="Names of Secrets to pull the image with.")
     name_override: str = Field("", description="Replaces the chart name in object names.")
     fullname_override: str = Field("", description="Replaces the release-and-chart name of objects.")

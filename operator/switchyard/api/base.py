@@ -10,14 +10,21 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import functools
+import ipaddress
 
 import celpy
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "switchyard.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+
+# The name of a switchyard object: a DNS-1035 label (it names a pool's Service
+# itself and prefixes every child's name and label values), short enough that
+# '<facility>-<pool>-<switch>' rarely needs shortening.
+OBJECT_NAME_MAX = 40
+OBJECT_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 # DNS-1123 label: what Kubernetes accepts as a name that also becomes part of
 # child object names and label values.
@@ -39,15 +46,35 @@ LabelKey = Annotated[
         pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
     ),
 ]
-# A container image reference; no whitespace or shell metacharacters.
-ImageRef = Annotated[
-    str,
-    StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$"),
-]
-# A host name or IP address.
+# A TCP port number written inside an address (1-65535).
+PORT_PATTERN = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+# A container image reference, by the distribution reference grammar: an
+# optional registry host (with port), lower-case path components joined by one
+# separator each ('.', '_', '__' or dashes), then a tag and/or a sha256 digest.
+# No '..', empty or look-alike segments, so an allowlist prefix cannot be dodged.
+_IMAGE_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+_REGISTRY = rf"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*(:{PORT_PATTERN})?"
+IMAGE_PATTERN = (rf"^({_REGISTRY}/)?{_IMAGE_COMPONENT}(/{_IMAGE_COMPONENT})*"
+                 r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
+ImageRef = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=IMAGE_PATTERN)]
+# A DNS name (labels of at most 63 characters) or an IPv4 address; an IPv6
+# literal is hex digits and colons, checked in full by the models (_check_host).
+DNS_NAME_PATTERN = r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*"
+
+
+def _check_host(host: str) -> str:
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} is neither a DNS name nor an IP address (give a port in its own field)") from None
+    return host
+
+
 HostName = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.:]*[A-Za-z0-9])?$"),
+    StringConstraints(min_length=1, max_length=253, pattern=rf"^({DNS_NAME_PATTERN}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*)$"),
+    AfterValidator(_check_host),
 ]
 Port = Annotated[int, Field(ge=1, le=65535)]
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import GROUP, KINDS, VERSION, Kind
+from .base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN
 
 _DROP = {"title", "discriminator"}
 
@@ -146,8 +147,11 @@ def crd(kind: Kind) -> dict:
                             "description": kind.description,
                             "required": ["spec"],
                             "x-kubernetes-validations": [
-                                {"rule": "size(self.metadata.name) <= 40",
-                                 "message": "metadata.name must be at most 40 characters (it prefixes child object names)"},
+                                {"rule": f"size(self.metadata.name) <= {OBJECT_NAME_MAX}",
+                                 "message": f"metadata.name must be at most {OBJECT_NAME_MAX} characters (it prefixes child object names)"},
+                                {"rule": f"self.metadata.name.matches('{OBJECT_NAME_PATTERN}')",
+                                 "message": "metadata.name must be a DNS-1035 label: lower-case letters, digits and '-', "
+                                            "starting with a letter (it names Services and prefixes child names)"},
                             ],
                             "properties": {
                                 "apiVersion": {"type": "string", "description": "APIVersion of this object."},

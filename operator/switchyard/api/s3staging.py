@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from .base import CommonStatus, ImageRef, LabelKey, LabelValue, Model, ObjectRef, cel, rules
+from .base import DNS_NAME_PATTERN, PORT_PATTERN, CommonStatus, ImageRef, LabelKey, LabelValue, Model, ObjectRef, cel, rules
 
 BucketName = Annotated[str, StringConstraints(min_length=3, max_length=63, pattern=r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")]
 SecretName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
@@ -19,7 +19,7 @@ DEFAULT_MINIO_IMAGE = "quay.io/minio/minio:RELEASE.2025-09-07T16-13-09Z"
 class External(Model):
     """An S3 endpoint that already exists."""
 
-    url: Annotated[str, StringConstraints(max_length=260, pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")] = Field(
+    url: Annotated[str, StringConstraints(max_length=260, pattern=rf"^https?://{DNS_NAME_PATTERN}(:{PORT_PATTERN})?/?$")] = Field(
         description="Endpoint URL, e.g. https://s3.example.org.",
     )
     region: Annotated[str, StringConstraints(max_length=64, pattern=r"^[a-z0-9-]+$")] = Field(default="us-east-1", description="Region name.")
@@ -45,8 +45,25 @@ class Embedded(Model):
     image: ImageRef = Field(default=DEFAULT_MINIO_IMAGE, description="MinIO server image.")
 
 
+# S3's bucket naming rules beyond the character set: prefixes and suffixes it
+# reserves for its own features, and names it would read as addresses.
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
 class Bucket(Model):
     """A staging bucket."""
+
+    model_config = rules(
+        cel("!self.name.contains('..') && !self.name.contains('.-') && !self.name.contains('-.')",
+            "bucket name must not contain '..', '.-' or '-.'", ".name"),
+        cel("!self.name.matches('^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$')",
+            "bucket name must not be formatted as an IP address", ".name"),
+        cel(" && ".join(f"!self.name.startsWith('{p}')" for p in RESERVED_BUCKET_PREFIXES),
+            "bucket name must not start with a prefix S3 reserves (" + ", ".join(RESERVED_BUCKET_PREFIXES) + ")", ".name"),
+        cel(" && ".join(f"!self.name.endsWith('{x}')" for x in RESERVED_BUCKET_SUFFIXES),
+            "bucket name must not end with a suffix S3 reserves (" + ", ".join(RESERVED_BUCKET_SUFFIXES) + ")", ".name"),
+    )
 
     name: BucketName = Field(description="Bucket name (S3 naming rules).")
     lifetime_days: int = Field(default=7, ge=1, le=3650, description="Objects older than this are expired.")

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from .base import (
+    DNS_NAME_PATTERN,
+    PORT_PATTERN,
     CommonStatus,
     DnsLabel,
     HostName,
@@ -22,6 +24,12 @@ from .xcachepool import SwitchCount
 DEFAULT_DASK_IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
 DEFAULT_TASKVINE_IMAGE = "docker.io/cclnd/cctools-env:x86_64-almalinux9"
 
+# Variables the operator gives every worker (beside its SWITCHYARD_* ones): a
+# fleet's env may not shadow them (a duplicate key fails every apply).
+RESERVED_ENV = ("POD_NAME", "POD_IP", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY")
+RESERVED_ENV_CEL = "[" + ", ".join(f"'{n}'" for n in RESERVED_ENV) + "]"
+
 EnvName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
@@ -36,7 +44,7 @@ class Dask(Model):
         ),
     )
 
-    scheduler_address: Annotated[str, StringConstraints(max_length=260, pattern=r"^(tcp|tls)://[A-Za-z0-9.-]+:[0-9]{1,5}$")] | None = Field(
+    scheduler_address: Annotated[str, StringConstraints(max_length=260, pattern=rf"^(tcp|tls)://{DNS_NAME_PATTERN}:{PORT_PATTERN}$")] | None = Field(
         default=None, description="Address of an existing Dask scheduler, e.g. tcp://scheduler.ns:8786.",
     )
     create_scheduler: bool = Field(default=False, description="Run a scheduler (Deployment and Service, dashboard on 8787) for this fleet.")
@@ -58,7 +66,7 @@ class TaskVine(Model):
     manager_name: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = Field(
         default=None, description="Project name to find the manager through the catalog server (vine_worker -M).",
     )
-    catalog: Annotated[str, StringConstraints(max_length=260, pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")] | None = Field(
+    catalog: Annotated[str, StringConstraints(max_length=260, pattern=rf"^{DNS_NAME_PATTERN}:{PORT_PATTERN}$")] | None = Field(
         default=None, description="Catalog server as HOSTNAME:PORT (vine_worker -C), for managerName.",
     )
     transfer_port: Port = Field(default=9124, description="Port the worker serves peer transfers on.")
@@ -84,6 +92,8 @@ class WorkerFleetBody(Model):
 
     model_config = rules(
         cel("has(self.dask) != has(self.taskvine)", "exactly one engine section (dask or taskvine) must be set", ".dask"),
+        cel("self.env.all(e, !e.name.startsWith('SWITCHYARD_') && !(e.name in " + RESERVED_ENV_CEL + "))",
+            "env must not set a variable the operator sets (SWITCHYARD_*, " + ", ".join(RESERVED_ENV) + ")", ".env"),
     )
 
     replicas: int = Field(default=1, ge=0, le=100000, description="Number of workers.")
@@ -91,7 +101,7 @@ class WorkerFleetBody(Model):
     taskvine: TaskVine | None = Field(default=None, description="TaskVine engine settings (exclusive with dask).")
     image: ImageRef | None = Field(default=None, description="Worker image; defaults to the engine's image.")
     cores: int = Field(default=1, ge=1, le=256, description="CPU cores per worker (request and limit).")
-    memory_gib: float = Field(default=4.0, gt=0, le=4096, description="Memory per worker in GiB (request and limit).")
+    memory_gib: float = Field(default=4.0, ge=0.0625, le=4096, description="Memory per worker in GiB (request and limit), at least 0.0625 (64 MiB).")
     read_gbps: float = Field(default=0.2, gt=0, le=400, description="Gbps one busy worker reads; the planner's demand per worker.")
     pool: DnsLabel | None = Field(default=None, description="Name of the facility's cache pool to read through; defaults to the first pool.")
     staging: DnsLabel | None = Field(default=None, description="Name of an S3Staging whose endpoint and credentials the workers receive.")

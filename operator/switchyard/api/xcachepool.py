@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from .base import (
+    DNS_NAME_PATTERN,
+    PORT_PATTERN,
     CommonStatus,
     DnsLabel,
     HostName,
@@ -25,11 +27,14 @@ DEFAULT_XCACHE_IMAGE = "hub.opensciencegrid.org/opensciencegrid/xcache:23-releas
 # the planner counts them in a cache host's footprint, as the scheduler does.
 EXPORTER_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 
-# An absolute path made of plain path characters: it is rendered into the
-# xrootd config and a hostPath volume, so nothing else is allowed.
+# An absolute, normalised path: segments of plain path characters that do not
+# start with a dot, so no '.', '..', '//', trailing '/' or hidden segment can
+# alias another path. It becomes a hostPath volume and lines of the xrootd
+# config; which prefixes are allowed at all is the site admin's setting
+# (SWITCHYARD_ALLOWED_HOST_PATHS, see hostpaths.py).
 AbsPath = Annotated[
     str,
-    StringConstraints(min_length=2, max_length=200, pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$"),
+    StringConstraints(min_length=2, max_length=200, pattern=r"^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+$"),
 ]
 
 
@@ -74,6 +79,10 @@ class Storage(Model):
 
     model_config = rules(
         cel("!(self.metaPath in self.dataPaths)", "storage.metaPath must differ from every data path", ".metaPath"),
+        cel("self.dataPaths.all(p, !p.startsWith(self.metaPath + '/') && !self.metaPath.startsWith(p + '/'))",
+            "storage.metaPath and a data path must not lie inside one another", ".metaPath"),
+        cel("self.dataPaths.all(a, self.dataPaths.all(b, !a.startsWith(b + '/')))",
+            "storage.dataPaths must not lie inside one another", ".dataPaths"),
     )
 
     data_paths: list[AbsPath] = Field(
@@ -129,7 +138,7 @@ class Auth(Model):
     )
 
     mode: Literal["none", "scitokens"] = Field(default="none", description="none: open read access. scitokens: require a SciToken (over ZTN).")
-    issuers: list[Annotated[str, StringConstraints(max_length=200, pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$")]] = Field(
+    issuers: list[Annotated[str, StringConstraints(max_length=200, pattern=rf"^https://{DNS_NAME_PATTERN}(:{PORT_PATTERN})?(/[A-Za-z0-9._~/-]*)?$")]] = Field(
         default=[], max_length=8, description="Accepted token issuer URLs (https).",
     )
     audiences: list[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._~:/-]*$")]] = Field(

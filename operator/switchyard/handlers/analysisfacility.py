@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import conditions as cond
+from .. import hostpaths
 from .. import planner
 from ..apply import OWNER_UID_LABEL
 from ..api import GROUP, VERSION, AnalysisFacilitySpec
@@ -108,7 +109,8 @@ def reconcile(body, logger, node_index, **_) -> None:
         # Nothing is applied or pruned: running children stay as they are.
         write_status(KIND, body, keep, cond.failed("InvalidSpec", error), logger)
         return
-    refused = refusal(_images(spec))
+    refused = refusal(_images(spec)) or hostpaths.refusal(
+        [path for pool in spec.cache_pools for path in hostpaths.pool_paths(pool.storage)])
     if refused:
         # As for a bad spec: no child is created, changed or pruned.
         write_status(KIND, body, keep, refused, logger)

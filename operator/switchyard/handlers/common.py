@@ -340,6 +340,8 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
     for pod in pods:
         node = pod["spec"]["nodeName"]
         planned = (pod["metadata"].get("labels") or {}).get(SWITCH_LABEL)
+        if planned is None:
+            continue  # not placed by the plan (a fleet's Dask scheduler): not ours to move
         if node in gone:
             why = f"node {node} is gone"
         elif node not in switch_of:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import urllib3
 
 from .. import conditions as cond
+from .. import hostpaths
 from ..api import XCachePoolSpec
 from ..builders.common import POOL_LABEL, SWITCH_LABEL, load_plan
 from ..builders.xcachepool import CHILD_KINDS, METRICS_PORT, build_pool, endpoint
@@ -97,7 +98,8 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     if spec is None:
         write_status(KIND, body, {}, cond.failed("InvalidSpec", error), logger)
         return
-    if refused := refusal([spec.image]):
+    if refused := refusal([spec.image]) or hostpaths.refusal(hostpaths.pool_paths(spec.storage)):
+        # Nothing is rendered, applied or pruned: running hosts keep their disks and config.
         write_status(KIND, body, {}, refused, logger)
         return
     plan = load_plan(meta.get("annotations"))

@@ -132,7 +132,7 @@ def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[Fle
     pool_specs = tuple(pool_spec(p) for p in pools)
     fleet_specs = tuple(
         FleetSpec(name=f.name, pool=fleet_pool_index(f, pools), replicas=f.body.replicas,
-                  cpu_millis=f.body.cores * 1000, memory_bytes=int(f.body.memory_gib * GIB), read_gbps=f.body.read_gbps)
+                  cpu_millis=f.body.cores * 1000, memory_bytes=max(1, int(f.body.memory_gib * GIB)), read_gbps=f.body.read_gbps)
         for f in fleets
     )
     switches = []
