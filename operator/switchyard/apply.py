@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 from urllib.parse import quote, urlencode
 
@@ -18,6 +18,7 @@ import kubernetes
 import urllib3
 
 from .api import GROUP, KINDS, VERSION
+from .api.plans import PLAN_FIELD_MANAGER
 
 FIELD_MANAGER = "switchyard"
 OWNER_UID_LABEL = "switchyard.dev/owner-uid"
@@ -127,11 +128,13 @@ class Kube:
         return self.request("PATCH", RESOURCES[kind].path(namespace, name), body,
                             content_type="application/merge-patch+json")
 
-    def apply_status(self, kind: str, namespace: str, name: str, status: Mapping) -> dict:
+    def apply_status(self, kind: str, namespace: str, name: str, status: Mapping,
+                     manager: str = FIELD_MANAGER) -> dict:
+        """Server-side apply to the status subresource; each manager owns only the fields it sends."""
         res = RESOURCES[kind]
         body = {"apiVersion": res.api_version, "kind": kind, "metadata": {"name": name, "namespace": namespace},
                 "status": status}
-        query = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        query = {"fieldManager": manager, "force": "true"}
         return self.request("PATCH", res.path(namespace, name, "status"), body, query,
                             content_type="application/apply-patch+yaml")
 
@@ -218,6 +221,19 @@ def adopt(obj: dict, owner: Mapping) -> dict:
 class SyncResult:
     applied: list[str]
     pruned: list[str]
+    # Desired children whose name an object of another owner already holds: left alone.
+    conflicts: list[str] = field(default_factory=list)
+
+
+def owned_by(obj: Mapping, owner_uid: str) -> bool:
+    """True when `obj`'s owner references name `owner_uid` (labels can be copied; a UID reference is the proof)."""
+    return any(ref.get("uid") == owner_uid for ref in obj.get("metadata", {}).get("ownerReferences") or ())
+
+
+def _holder(kube: Kube, kind: str, namespace: str, name: str) -> dict | None:
+    """The object of `kind` named `name`, if any (a list by name: list is what RBAC grants on children)."""
+    found = kube.list(kind, namespace, fields={"metadata.name": name})
+    return found[0] if found else None
 
 
 def child_key(obj: Mapping) -> str:
@@ -232,7 +248,12 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
     Existing children are listed once per kind (by the owner-UID label), so a
     reconcile costs one list per kind plus one apply per child, except the
     children in `unchanged` (keys the caller applied with this very content)
-    that still exist.
+    that still exist. A child that is not yet ours is looked up by name first:
+    if another owner's object (or one nobody owns) holds the name, it is
+    neither written nor taken over, and reported in `conflicts`. Only objects
+    whose owner reference carries this owner's UID are ever pruned.
+    A child's `status` (a plan, see api.plans) goes to its status subresource
+    under its own field manager, after the object exists.
     """
     namespace = owner["metadata"]["namespace"]
     # A reconcile that outlives its owner must not write children the garbage
@@ -242,11 +263,12 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
             or current["metadata"].get("deletionTimestamp"):
         return SyncResult([], [])
     selector = {OWNER_UID_LABEL: owner["metadata"]["uid"]}
+    uid = owner["metadata"]["uid"]
     existing = {
         f"{kind}/{obj['metadata']['name']}": obj
-        for kind in kinds for obj in kube.list(kind, namespace, selector)
+        for kind in kinds for obj in kube.list(kind, namespace, selector) if owned_by(obj, uid)
     }
-    applied, pruned = [], []
+    applied, pruned, conflicts = [], [], []
     for obj in desired:
         adopt(obj, owner)
         key = child_key(obj)
@@ -254,7 +276,16 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
         if before is not None and key in unchanged:
             applied.append(key)
             continue
+        if before is None:
+            holder = _holder(kube, obj["kind"], namespace, obj["metadata"]["name"])
+            if holder is not None and not owned_by(holder, uid):
+                conflicts.append(key)
+                continue
+        status = obj.pop("status", None)
         after = kube.apply(obj)
+        if status is not None:
+            kube.apply_status(obj["kind"], namespace, obj["metadata"]["name"], status, manager=PLAN_FIELD_MANAGER)
+            obj["status"] = status
         if before is None:
             logger.info(f"Created {obj['kind']} {obj['metadata']['name']}")
         elif before["metadata"].get("resourceVersion") != after.get("metadata", {}).get("resourceVersion"):
@@ -265,4 +296,4 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
         if kube.delete(kind, namespace, name, uid=obj["metadata"]["uid"]):
             logger.info(f"Deleted {kind} {name} (no longer desired)")
             pruned.append(key)
-    return SyncResult(applied, pruned)
+    return SyncResult(applied, pruned, conflicts)

@@ -6,6 +6,21 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)]}
+_CONTROL.update({ord("\n"): "; ", ord("\t"): " ", 0x2028: "; ", 0x2029: "; "})
+MESSAGE_MAX = 2048
+
+
+def printable(text: str) -> str:
+    """One line of printable text: user input echoed in a message must not forge log lines or events.
+
+    Line breaks become '; ', other control characters are shown escaped, and
+    the text is cut to MESSAGE_MAX characters.
+    """
+    out = text.translate(_CONTROL)
+    return out if len(out) <= MESSAGE_MAX else out[: MESSAGE_MAX - 1] + "…"
+
+
 @dataclass(frozen=True)
 class State:
     """One condition's verdict."""
@@ -32,7 +47,7 @@ def merge(previous: Sequence[Mapping], generation: int, now: str, **states: Stat
             "type": ctype,
             "status": status,
             "reason": state.reason,
-            "message": state.message,
+            "message": printable(state.message),
             "observedGeneration": generation,
             "lastTransitionTime": now if changed or not before.get("lastTransitionTime") else before["lastTransitionTime"],
         })

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from . import planner
 from .api import AnalysisFacilitySpec, WorkerFleetSpec, XCachePoolSpec
-from .builders.common import load_plan
+from .api.plans import FleetPlan, PoolPlan
 from .builders.facility import build_children
 from .builders.workerfleet import build_fleet
 from .builders.xcachepool import build_pool
@@ -47,14 +47,16 @@ def render_files(facility_path: str, topology_path: str) -> list[dict]:
     for child in build_children(name, spec, plan):
         child["metadata"]["namespace"] = namespace
         out.append(child)
-        data = load_plan(child["metadata"].get("annotations")) or {}
+        data = (child.get("status") or {}).get("plan") or {}
         child_name = child["metadata"]["name"]
         if child["kind"] == "XCachePool":
-            pool = XCachePoolSpec.model_validate(child["spec"])
-            grandchildren = build_pool(child_name, pool, data.get("hosts", {}), data["switchLabel"], EXPORTER_IMAGE)
+            pool, pool_plan = XCachePoolSpec.model_validate(child["spec"]), PoolPlan.model_validate(data)
+            grandchildren = build_pool(child_name, pool, {sw: list(n) for sw, n in pool_plan.hosts.items()},
+                                       pool_plan.switch_label, EXPORTER_IMAGE)
         elif child["kind"] == "WorkerFleet":
             fleet = WorkerFleetSpec.model_validate(child["spec"])
-            grandchildren = build_fleet(child_name, namespace, fleet, data, data["switchLabel"], helper_image=EXPORTER_IMAGE)
+            grandchildren = build_fleet(child_name, namespace, fleet, FleetPlan.model_validate(data),
+                                        helper_image=EXPORTER_IMAGE)
         else:
             grandchildren = []
         for obj in grandchildren:

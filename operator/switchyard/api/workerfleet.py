@@ -19,6 +19,7 @@ from .base import (
     cel,
     rules,
 )
+from .plans import FleetPlan
 from .xcachepool import SwitchCount
 
 DEFAULT_DASK_IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
@@ -132,3 +133,4 @@ class WorkerFleetStatus(CommonStatus):
     ready_replicas: int = Field(default=0, description="Workers ready.")
     selector: str = Field(default="", description="Label selector of the fleet's pods (for the scale subresource).")
     switches: list[SwitchCount] = Field(default=[], description="Planned and ready workers per switch.")
+    plan: FleetPlan | None = Field(default=None, description="Where the facility places the workers (written by the operator only).")

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
+from .plans import PoolPlan
 from .base import (
     DNS_NAME_PATTERN,
     PORT_PATTERN,
@@ -250,3 +251,4 @@ class XCachePoolStatus(CommonStatus):
     serving_gbps: float = Field(default=0, description="Serving capacity of the ready hosts, in Gbps.")
     endpoint: str = Field(default="", description="The pool-wide Service address (host:port).")
     disk: PoolDiskUsage | None = Field(default=None, description="Disk usage of the data spaces; absent until the exporters were read.")
+    plan: PoolPlan | None = Field(default=None, description="Where the facility places the hosts (written by the operator only).")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Mapping
 
-PLAN_ANNOTATION = "switchyard.dev/plan"
 SWITCH_LABEL = "switchyard.dev/switch"  # on pods: the switch the plan put them on
 POOL_LABEL = "switchyard.dev/pool"
 FLEET_LABEL = "switchyard.dev/fleet"
@@ -56,18 +54,3 @@ def restricted_security_context(uid: int = 1000) -> dict:
         "runAsUser": uid,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-
-
-def dump_plan(data: Mapping) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-def load_plan(annotations: Mapping[str, str] | None) -> dict | None:
-    raw = (annotations or {}).get(PLAN_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None

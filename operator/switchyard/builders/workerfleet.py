@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, WorkerFleetSpec
+from ..api.plans import FleetPlan
 from .common import FLEET_LABEL, SWITCH_LABEL, child_name, labels, restricted_security_context, switch_affinity
 from .xcachepool import endpoint
 
@@ -75,42 +76,39 @@ def worker_command(fleet: str, namespace: str, spec: WorkerFleetSpec) -> list[st
     return args
 
 
-def reader_groups(plan: dict, switch: str) -> list[tuple[str, str | None, int]]:
+def reader_groups(plan: FleetPlan, switch: str) -> list[tuple[str, str | None, int]]:
     """The fleet's workers on `switch` by how they read: (name suffix, routing, planned count).
 
     Routing is "local" or "hashed" (None: the fleet reads through no pool). Both kinds on one
     switch give two groups, suffixed "local" and "ring"; one kind, one group without a suffix.
-    Plans written before the per-fleet ring counts ("hashed") fall back to the switch's routing.
     """
-    count = plan.get("workers", {}).get(switch, 0)
-    if not plan.get("pool"):
+    count = plan.workers.get(switch, 0)
+    if not plan.pool:
         return [("", None, count)]
-    if "hashed" not in plan:
-        return [("", plan.get("routing", {}).get(switch, "local"), count)]
-    has_cache = switch in plan.get("cacheSwitches", [])
-    ring = min(count, plan["hashed"].get(switch, 0)) if has_cache else count
+    has_cache = switch in plan.cache_switches
+    ring = min(count, plan.hashed.get(switch, 0)) if has_cache else count
     if 0 < ring < count:
         return [("local", "local", count - ring), ("ring", "hashed", ring)]
     return [("", "hashed" if ring else "local", count)]
 
 
-def cache_env(plan: dict, namespace: str, switch: str, routing: str | None = None) -> list[dict]:
+def cache_env(plan: FleetPlan, namespace: str, switch: str, routing: str | None = None) -> list[dict]:
     """Where a worker on `switch` reads through: its switch's cache, or the whole pool.
 
     `routing`: how this worker reads (reader_groups); by default the switch's routing."""
-    pool = plan.get("pool")
+    pool = plan.pool
     if not pool:
         return []
-    port = plan.get("poolPort", 1094)
-    routing = routing or plan.get("routing", {}).get(switch, "local")
-    local = routing == "local" and switch in plan.get("cacheSwitches", [])
+    port = plan.pool_port
+    routing = routing or plan.routing.get(switch, "local")
+    local = routing == "local" and switch in plan.cache_switches
     env = [
         {"name": "SWITCHYARD_CACHE_ENDPOINT", "value": "root://" + endpoint(pool, namespace, port, switch if local else None)},
         {"name": "SWITCHYARD_ROUTING", "value": routing},
-        {"name": "SWITCHYARD_CACHE_SWITCHES", "value": ",".join(plan.get("cacheSwitches", []))},
+        {"name": "SWITCHYARD_CACHE_SWITCHES", "value": ",".join(plan.cache_switches)},
         *({"name": k, "value": v} for k, v in XROOTD_CLIENT_ENV),
     ]
-    ring = plan.get("cacheRing") or {}
+    ring = plan.cache_ring
     if routing == "hashed" and ring:
         env += [
             {"name": "SWITCHYARD_HASH_RULE", "value": HASH_RULE},
@@ -133,7 +131,7 @@ def jitter_container(spec: WorkerFleetSpec, helper_image: str) -> dict:
 
 
 def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, switch: str, count: int,
-                            switch_label: str, plan: dict, *, helper_image: str,
+                            switch_label: str, plan: FleetPlan, *, helper_image: str,
                             staging_env: Sequence[dict] = (), group: str = "", routing: str | None = None) -> dict:
     """`group`, `routing`: one of reader_groups' (a suffix only where a switch has both kinds)."""
     name = child_name(fleet, switch, group)
@@ -211,7 +209,7 @@ def build_scheduler(fleet: str, spec: WorkerFleetSpec) -> list[dict]:
     return [deployment, service]
 
 
-def build_fleet(fleet: str, namespace: str, spec: WorkerFleetSpec, plan: dict, switch_label: str, *,
+def build_fleet(fleet: str, namespace: str, spec: WorkerFleetSpec, plan: FleetPlan, *,
                 helper_image: str, counts: dict[str, int] | None = None,
                 staging_env: Sequence[dict] = ()) -> list[dict]:
     """Every child of one fleet, in a deterministic order.
@@ -223,7 +221,7 @@ def build_fleet(fleet: str, namespace: str, spec: WorkerFleetSpec, plan: dict, s
     out = []
     if spec.dask is not None and spec.dask.create_scheduler:
         out += build_scheduler(fleet, spec)
-    planned = plan.get("workers", {})
+    planned = plan.workers
     counts = planned if counts is None else counts
     for switch in sorted(planned):
         if planned[switch] <= 0:
@@ -235,7 +233,7 @@ def build_fleet(fleet: str, namespace: str, spec: WorkerFleetSpec, plan: dict, s
         for i, (group, routing, n) in enumerate(groups):
             share = left if i == len(groups) - 1 else min(left, now * n // planned[switch])
             left -= share
-            out.append(build_worker_deployment(fleet, namespace, spec, switch, share, switch_label, plan,
+            out.append(build_worker_deployment(fleet, namespace, spec, switch, share, plan.switch_label, plan,
                                                helper_image=helper_image, staging_env=staging_env,
                                                group=group, routing=routing))
     return out

@@ -5,17 +5,17 @@ from __future__ import annotations
 from .. import conditions as cond
 from .. import hostpaths
 from .. import planner
-from ..apply import OWNER_UID_LABEL
-from ..api import GROUP, VERSION, AnalysisFacilitySpec
+from ..apply import OWNER_UID_LABEL, owned_by
+from ..api import AnalysisFacilitySpec
+from ..api.plans import PLAN_FIELD_MANAGER, FleetPlan, PoolPlan, decode
 from ..api.workerfleet import WorkerFleetSpec
-from ..builders.common import PLAN_ANNOTATION, dump_plan, load_plan
-from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name
+from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name, refused_fleet_plan
 from ..builders.workerfleet import worker_image
 from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..planner import FleetRequest, Placement, PoolRequest
 from ..topology import snapshot
-from .common import converge, kube, register, validate, wake, write_status
+from .common import NameTaken, converge, kube, register, validate, wake, write_status
 from .indexes import nodes_of
 
 KIND = "AnalysisFacility"
@@ -24,7 +24,7 @@ CHILD_KINDS = ("XCachePool", "WorkerFleet", "S3Staging")
 
 
 def _owned_children(namespace: str, uid: str) -> list[dict]:
-    return [c for kind in CHILD_KINDS for c in kube().list(kind, namespace, {OWNER_UID_LABEL: uid})]
+    return [c for kind in CHILD_KINDS for c in kube().list(kind, namespace, {OWNER_UID_LABEL: uid}) if owned_by(c, uid)]
 
 
 def _standalone_fleets(namespace: str, facility: str, uid: str) -> list[dict]:
@@ -35,18 +35,21 @@ def _standalone_fleets(namespace: str, facility: str, uid: str) -> list[dict]:
 
 
 def _current_placement(children: list[dict], standalone: list[dict], spec: AnalysisFacilitySpec, facility: str) -> Placement:
-    """The placement the children realise now, read back from their plan annotations."""
+    """The placement the children realise now, read back from the plans they hold (status.plan)."""
     pools = {pool_object_name(facility, p.name): p.name for p in spec.cache_pools}
     fleets = {fleet_object_name(facility, f.name): f.name for f in spec.fleets}
     caches, workers, hashed = {}, {}, {}
     for child in children + standalone:
-        data = load_plan(child["metadata"].get("annotations")) or {}
         name = child["metadata"]["name"]
         if child["kind"] == "XCachePool" and name in pools:
-            caches[pools[name]] = {sw: tuple(nodes) for sw, nodes in data.get("hosts", {}).items()}
+            pool, _ = decode(PoolPlan, child.get("status"), facility)
+            if pool is not None:
+                caches[pools[name]] = {sw: tuple(nodes) for sw, nodes in pool.hosts.items()}
         elif child["kind"] == "WorkerFleet":
-            workers[fleets.get(name, name)] = dict(data.get("workers", {}))
-            hashed[fleets.get(name, name)] = dict(data.get("hashed", {}))
+            fleet, _ = decode(FleetPlan, child.get("status"), facility)
+            if fleet is not None and fleet.problem is None:
+                workers[fleets.get(name, name)] = dict(fleet.workers)
+                hashed[fleets.get(name, name)] = dict(fleet.hashed)
     return Placement(caches=caches, workers=workers, hashed=hashed)
 
 
@@ -109,11 +112,11 @@ def reconcile(body, logger, node_index, **_) -> None:
         # Nothing is applied or pruned: running children stay as they are.
         write_status(KIND, body, keep, cond.failed("InvalidSpec", error), logger)
         return
-    refused = refusal(_images(spec)) or hostpaths.refusal(
+    blocked = refusal(_images(spec)) or hostpaths.refusal(
         [path for pool in spec.cache_pools for path in hostpaths.pool_paths(pool.storage)])
-    if refused:
+    if blocked:
         # As for a bad spec: no child is created, changed or pruned.
-        write_status(KIND, body, keep, refused, logger)
+        write_status(KIND, body, keep, blocked, logger)
         return
 
     topology = snapshot(nodes_of(node_index), spec.network)
@@ -124,21 +127,33 @@ def reconcile(body, logger, node_index, **_) -> None:
         fleet_spec, _ = validate(WorkerFleetSpec, fleet["spec"])
         if fleet_spec is not None:  # an invalid fleet reports that itself
             standalone_specs.append((fleet, fleet_spec))
-    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
-    fleets = [FleetRequest(f.name, f) for f in spec.fleets]
-    fleets += [FleetRequest(f["metadata"]["name"], s) for f, s in standalone_specs]
     try:
-        plan = planner.plan(topology, pools, fleets, spec.routing,
-                            current=_current_placement(children, standalone, spec, name))
+        plan, refused = _plan(topology, spec, standalone_specs, _current_placement(children, standalone, spec, name))
     except planner.Unsatisfiable as exc:
         write_status(KIND, body, keep, cond.failed(exc.reason, exc.message, degraded=bool(children)), logger)
         return
+    except Exception as exc:  # noqa: BLE001 - a planner fault is this facility's condition, not a crash loop
+        logger.error(cond.printable(f"Planning failed: {type(exc).__name__}: {exc}"))
+        write_status(KIND, body, keep, cond.failed("PlanningFailed", f"the planner failed on this input "
+                                                   f"({type(exc).__name__}); running children are left as they are",
+                                                   degraded=bool(children)), logger)
+        return
 
     desired = build_children(name, spec, plan)
-    attached = [(fleet, fleet_plan(name, spec, plan, fleet["metadata"]["name"], fleet_spec.pool)) for fleet, fleet_spec in standalone_specs]
-    if converge(body, desired, CHILD_KINDS, logger, extra_key=[(f["metadata"]["name"], d) for f, d in attached]):
-        for fleet, data in attached:
-            kube().annotate("WorkerFleet", namespace, fleet["metadata"]["name"], {PLAN_ANNOTATION: dump_plan(data)})
+    attached = [(fleet, refused_fleet_plan(name, spec, *refused[fleet["metadata"]["name"]])
+                 if fleet["metadata"]["name"] in refused else
+                 fleet_plan(name, spec, plan, fleet["metadata"]["name"], fleet_spec.pool))
+                for fleet, fleet_spec in standalone_specs]
+    try:
+        wrote = converge(body, desired, CHILD_KINDS, logger,
+                         extra_key=[(f["metadata"]["name"], d.to_wire()) for f, d in attached])
+    except NameTaken as exc:
+        write_status(KIND, body, keep, exc.states(), logger)
+        return
+    if wrote:
+        for fleet, fleet_plan_ in attached:
+            kube().apply_status("WorkerFleet", namespace, fleet["metadata"]["name"], {"plan": fleet_plan_.to_wire()},
+                                manager=PLAN_FIELD_MANAGER)
             wake("WorkerFleet", namespace, fleet["metadata"]["name"])  # see converge
         children = _owned_children(namespace, uid)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(children))
@@ -150,11 +165,53 @@ def reconcile(body, logger, node_index, **_) -> None:
         "workers": sum(n for by_sw in plan.placement.workers.values() for n in by_sw.values()),
         "plan": _summary(plan),
     }
-    states = _children_state(children + [f for f, _ in standalone_specs])
+    # A standalone fleet the facility could not place answers for itself (its own condition).
+    states = _children_state(children + [f for f, _ in standalone_specs if f["metadata"]["name"] not in refused])
     problems = _plan_problems(topology, plan)
     if problems:
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
     write_status(KIND, body, status, states, logger)
+
+
+def _plan(topology, spec: AnalysisFacilitySpec, standalone_specs: list, current: Placement
+          ) -> tuple[planner.Plan, dict[str, tuple[str, str]]]:
+    """Plan the facility's own pools and fleets with the standalone fleets it can place.
+
+    One team's fleet must not stop the facility: a standalone fleet naming a
+    pool the facility lacks, or one no node can hold, is left out of the plan
+    and refused alone (returned as {fleet: (reason, message)}); so is one the
+    planner fails on. What fails without any standalone fleet is the facility's.
+    """
+    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
+    inline = [FleetRequest(f.name, f) for f in spec.fleets]
+    pool_names = {p.name for p in spec.cache_pools}
+    refused: dict[str, tuple[str, str]] = {}
+    for fleet, fleet_spec in standalone_specs:
+        if fleet_spec.pool is not None and fleet_spec.pool not in pool_names:
+            refused[fleet["metadata"]["name"]] = (
+                "UnknownPool", f"pool {fleet_spec.pool!r} is not one of the facility's cache pools "
+                               f"({', '.join(sorted(pool_names)) or 'it has none'})")
+    while True:
+        requests = [FleetRequest(f["metadata"]["name"], s) for f, s in standalone_specs
+                    if f["metadata"]["name"] not in refused]
+        try:
+            return planner.plan(topology, pools, inline + requests, spec.routing, current=current), refused
+        except planner.Unsatisfiable as exc:
+            if exc.fleet is None or exc.fleet not in {r.name for r in requests}:
+                raise
+            refused[exc.fleet] = (exc.reason, exc.message)
+        except Exception:
+            if not requests:
+                raise
+            # Find the standalone fleets the planner fails on, one at a time, beside the facility's own.
+            planner.plan(topology, pools, inline, spec.routing)  # raises if the facility's own input fails
+            for request in requests:
+                try:
+                    planner.plan(topology, pools, inline + [request], spec.routing)
+                except Exception as exc:  # noqa: BLE001
+                    refused[request.name] = ("PlanningFailed", f"the planner failed on this fleet ({type(exc).__name__})")
+            if not any(r.name in refused for r in requests):
+                raise
 
 
 def _plan_problems(topology, plan: planner.Plan) -> list[tuple[str, str]]:

@@ -85,6 +85,11 @@ def needs_apply(uid: str, desired_hash: str) -> bool:
     return last is None or last[0] != desired_hash or time.monotonic() - last[1] > CONFIG.resync_seconds
 
 
+def forget_applied(uid: str) -> None:
+    _applied.pop(uid, None)
+    _applied_children.pop(uid, None)
+
+
 def mark_applied(uid: str, desired_hash: str) -> None:
     _applied[uid] = (desired_hash, time.monotonic())
 
@@ -96,10 +101,12 @@ class ObjectEvents:
         self.body, self.logger = body, logger
 
     def info(self, message: str, reason: str | None = None) -> None:
+        message = cond.printable(message)
         self.logger.info(message)
         kopf.event(self.body, type="Normal", reason=reason or message.split(" ", 1)[0], message=message)
 
     def warning(self, message: str, reason: str) -> None:
+        message = cond.printable(message)
         self.logger.warning(message)
         kopf.event(self.body, type="Warning", reason=reason, message=message)
 
@@ -239,7 +246,7 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
                     context = contextvars.copy_context()
                     delay = await executor.run_in_executor(None, context.run, run_woken, body, logger, was_woken, kwargs)
                 except (kopf.TemporaryError, ApiError) as exc:
-                    logger.warning(f"reconcile will be retried: {exc}")
+                    logger.warning(cond.printable(f"reconcile will be retried: {exc}"))
                     delay = getattr(exc, "delay", None)
                 was_woken = await _pause(stopped, woken, delay or CONFIG.timer_seconds)
         finally:
@@ -268,12 +275,28 @@ def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class NameTaken(Exception):
+    """Children this object wants hold names another owner's objects have: nothing of theirs was touched."""
+
+    def __init__(self, keys: list[str]):
+        super().__init__(", ".join(keys))
+        self.keys = keys
+
+    def states(self) -> dict[str, cond.State]:
+        shown = ", ".join(k.replace("/", " ") for k in self.keys[:5]) + (", …" if len(self.keys) > 5 else "")
+        return cond.failed("ChildNameTaken", f"{shown}: the name is held by an object of another owner; rename "
+                                             "this object (or its pools, fleets or switches) so that its children's "
+                                             "names are free. Nothing of the other owner was changed")
+
+
 def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger, extra_key: object = None) -> bool:
     """Apply and prune `body`'s children when the desired state changed (or on resync).
 
     Returns True when it wrote; a reconcile whose desired state is unchanged
     costs no API call here, and between resyncs only the children whose
     content changed are applied (a ramp step touches a few Deployments, not all).
+    Raises NameTaken (after writing every other child) when another owner's
+    object holds a child's name.
     """
     from ..apply import child_key, sync_children
 
@@ -286,12 +309,15 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     resync = last is None or time.monotonic() - last[1] > CONFIG.resync_seconds
     before = {} if resync else _applied_children.get(uid, {})
     unchanged = frozenset(key for key, child in children.items() if before.get(key) == child)
-    sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
+    result = sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
+    if result.conflicts:
+        # Not marked applied: the next reconcile looks again (the other owner may be gone by then).
+        forget_applied(uid)
+        raise NameTaken(result.conflicts)
     mark_applied(uid, digest)
     _applied_children[uid] = children
-    # A child of ours whose plan just changed reconciles now: kopf leaves
-    # annotations under its own storage prefix (switchyard.dev/) out of the diff
-    # it hands to update handlers, so it would wait for its next timer tick.
+    # A child of ours whose plan (status.plan) just changed reconciles now: its
+    # update handler runs on spec changes only, so it would wait for its next tick.
     for obj in desired:
         if child_key(obj) not in unchanged:
             wake(obj["kind"], body["metadata"]["namespace"], obj["metadata"]["name"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 import os
 
@@ -10,12 +12,64 @@ from prometheus_client import start_http_server
 
 PREFIX = "switchyard.dev"
 
+# kopf keeps its state in annotations anyone who may edit the object can write.
+# Garbage there (not JSON, or the wrong shape) must cost the object its stored
+# state, never a traceback: it is then handled as if seen for the first time.
+_PROGRESS_TYPES = {"started": str, "stopped": str, "delayed": str, "purpose": str, "retries": int,
+                   "success": bool, "failure": bool, "message": str, "subrefs": list}
+_TIMES = ("started", "stopped", "delayed")
+
+
+def _json_object(encoded: object) -> dict | None:
+    try:
+        decoded = json.loads(encoded) if isinstance(encoded, str) else None
+    except ValueError:
+        return None
+    return decoded if isinstance(decoded, dict) else None
+
+
+def _valid_progress(record: dict) -> bool:
+    for key, value in record.items():
+        wanted = _PROGRESS_TYPES.get(key)
+        if value is not None and wanted is not None and (not isinstance(value, wanted) or
+                                                         (wanted is int and isinstance(value, bool))):
+            return False
+    try:
+        for key in _TIMES:
+            if record.get(key) is not None:
+                datetime.datetime.fromisoformat(record[key])
+    except ValueError:
+        return False
+    return True
+
+
+class TolerantProgressStorage(kopf.AnnotationsProgressStorage):
+    """kopf's annotation progress storage, reading malformed records as absent."""
+
+    def fetch(self, *, key, body):
+        for full_key in self.make_keys(key, body=body):
+            record = _json_object((body.get("metadata", {}).get("annotations") or {}).get(full_key))
+            if record is not None and _valid_progress(record):
+                return record
+        return None
+
+
+class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf's last-handled-configuration storage, reading a malformed one as absent."""
+
+    def fetch(self, *, body):
+        for full_key in self.make_keys(self.key, body=body):
+            essence = _json_object((body.get("metadata", {}).get("annotations") or {}).get(full_key))
+            if essence is not None:
+                return essence
+        return None
+
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, logger, **_):
     # Progress and diff-base live in annotations: status belongs to our schema.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.progress_storage = TolerantProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = TolerantDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration")
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     # Handlers post meaningful events themselves (Created, Ready, reasons);

@@ -7,11 +7,12 @@ import time
 from .. import conditions as cond
 from .. import rampup
 from ..api import WorkerFleetSpec
-from ..builders.common import FLEET_LABEL, load_plan
+from ..api.plans import FleetPlan, decode
+from ..builders.common import FLEET_LABEL
 from ..builders.workerfleet import CHILD_KINDS, build_fleet, engine, pod_selector, worker_image
 from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS
-from .common import CONFIG, converge, evict_misplaced_pods, register, validate, wake, write_status
+from .common import CONFIG, NameTaken, converge, evict_misplaced_pods, register, validate, wake, write_status
 from .indexes import nodes_of, per_switch, workloads_of
 from .s3staging import fleet_staging_env
 
@@ -40,9 +41,9 @@ def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: di
     return counts
 
 
-def _accounts_for(plan: dict | None, replicas: int) -> bool:
+def _accounts_for(plan: FleetPlan | None, replicas: int) -> bool:
     """The plan is for this many workers: placed per switch, plus those no node has room for."""
-    return plan is not None and sum(plan.get("workers", {}).values()) + plan.get("unplaced", 0) == replicas
+    return plan is not None and sum(plan.workers.values()) + plan.unplaced == replicas
 
 
 def _forget_ramp(namespace: str, name: str) -> None:
@@ -62,7 +63,14 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     if refused:
         write_status(KIND, body, base, refused, logger)
         return
-    plan = load_plan(meta.get("annotations"))
+    plan, invalid = decode(FleetPlan, body.get("status"), spec.facility_ref.name)
+    if invalid:
+        write_status(KIND, body, base, cond.failed("InvalidPlan", invalid), logger)
+        return
+    if plan is not None and plan.problem is not None:
+        # The facility placed none of this fleet, and says why; it re-plans when the fleet changes.
+        write_status(KIND, body, base, cond.failed(plan.problem.reason, plan.problem.message), logger)
+        return
     if not _accounts_for(plan, spec.replicas):
         # New or rescaled: the facility re-plans now rather than at its next tick.
         wake("AnalysisFacility", namespace, spec.facility_ref.name)
@@ -74,14 +82,17 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     if problem:
         write_status(KIND, body, base, cond.progressing("AwaitingStaging", problem), logger)
         return
-    planned: dict[str, int] = plan.get("workers", {})
+    planned = dict(plan.workers)
     workloads = per_switch(workloads_of(deployment_index, uid))
     counts = _ramp(f"{namespace}/{name}", spec, planned, {sw: w["desired"] for sw, w in workloads.items()})
-    desired = build_fleet(name, namespace, spec, plan, plan.get("switchLabel", "switchyard.dev/switch"),
-                          helper_image=CONFIG.exporter_image, counts=counts, staging_env=staging_env)
-    converge(body, desired, CHILD_KINDS, logger)
-    evict_misplaced_pods(body, {FLEET_LABEL: name}, plan.get("switchLabel", "switchyard.dev/switch"),
-                         nodes_of(node_index), logger)
+    desired = build_fleet(name, namespace, spec, plan, helper_image=CONFIG.exporter_image, counts=counts,
+                          staging_env=staging_env)
+    try:
+        converge(body, desired, CHILD_KINDS, logger)
+    except NameTaken as exc:
+        write_status(KIND, body, base, exc.states(), logger)
+        return
+    evict_misplaced_pods(body, {FLEET_LABEL: name}, plan.switch_label, nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
 
     switches = [{"switch": sw, "desired": n, "started": counts.get(sw, 0),
@@ -91,7 +102,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     total = sum(planned.values())
     started = sum(counts.values())
     status = {**base, "replicas": current, "readyReplicas": ready, "switches": switches}
-    unplaced = plan.get("unplaced", 0)
+    unplaced = plan.unplaced
     if not _accounts_for(plan, spec.replicas):
         states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
     elif started < total:

@@ -10,12 +10,14 @@ import urllib3
 from .. import conditions as cond
 from .. import hostpaths
 from ..api import XCachePoolSpec
-from ..builders.common import POOL_LABEL, SWITCH_LABEL, load_plan
+from ..apply import ApiError
+from ..api.plans import PoolPlan, decode
+from ..builders.common import POOL_LABEL, SWITCH_LABEL
 from ..builders.xcachepool import CHILD_KINDS, METRICS_PORT, build_pool, endpoint
 from ..cachedisk import HostDisk, disk_status, full_hosts_message, parse_host_disk
 from ..imagepolicy import refusal
 from ..metrics import MANAGED_OBJECTS
-from .common import CONFIG, ObjectEvents, converge, evict_misplaced_pods, kube, now, register, validate, write_status
+from .common import CONFIG, NameTaken, ObjectEvents, converge, evict_misplaced_pods, kube, now, register, validate, write_status
 from .indexes import nodes_of, per_switch, workloads_of
 
 KIND = "XCachePool"
@@ -91,6 +93,25 @@ def _report_degraded(body, before: dict | None, after: cond.State, logger) -> No
                                         reason="Recovered")
 
 
+def tls_secret_problem(namespace: str, spec: XCachePoolSpec) -> dict[str, cond.State] | None:
+    """Ready=False when scitokens names a TLS Secret that is missing or not a TLS Secret (its data is never read out)."""
+    if spec.auth.mode != "scitokens" or not spec.auth.tls_secret:
+        return None
+    try:
+        secret = kube().get("Secret", namespace, spec.auth.tls_secret)
+    except ApiError as exc:
+        if exc.status == 403:
+            return None  # the chart's rbac.s3StagingSecrets is off: the kubelet reports a missing Secret
+        raise
+    if secret is None:
+        return cond.progressing("TLSSecretNotFound", f"Secret {spec.auth.tls_secret} (auth.tlsSecret) does not exist")
+    data = secret.get("data") or {}
+    if secret.get("type") != "kubernetes.io/tls" or not data.get("tls.crt") or not data.get("tls.key"):
+        return cond.failed("TLSSecretInvalid", f"Secret {spec.auth.tls_secret} (auth.tlsSecret) must be of type "
+                                               "kubernetes.io/tls with tls.crt and tls.key")
+    return None
+
+
 def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -102,16 +123,25 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
         # Nothing is rendered, applied or pruned: running hosts keep their disks and config.
         write_status(KIND, body, {}, refused, logger)
         return
-    plan = load_plan(meta.get("annotations"))
+    if problem := tls_secret_problem(namespace, spec):
+        write_status(KIND, body, {}, problem, logger)
+        return
+    plan, invalid = decode(PoolPlan, body.get("status"), spec.facility_ref.name)
+    if invalid:
+        write_status(KIND, body, {}, cond.failed("InvalidPlan", invalid), logger)
+        return
     if plan is None:
         write_status(KIND, body, {}, cond.progressing(
             "AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} to place this pool"), logger)
         return
-    hosts: dict[str, list[str]] = plan.get("hosts", {})
-    desired = build_pool(name, spec, hosts, plan.get("switchLabel", "switchyard.dev/switch"), CONFIG.exporter_image)
-    converge(body, desired, CHILD_KINDS, logger)
-    evict_misplaced_pods(body, {POOL_LABEL: name}, plan.get("switchLabel", "switchyard.dev/switch"),
-                         nodes_of(node_index), logger)
+    hosts = {sw: list(nodes) for sw, nodes in plan.hosts.items()}
+    desired = build_pool(name, spec, hosts, plan.switch_label, CONFIG.exporter_image)
+    try:
+        converge(body, desired, CHILD_KINDS, logger)
+    except NameTaken as exc:
+        write_status(KIND, body, {}, exc.states(), logger)
+        return
+    evict_misplaced_pods(body, {POOL_LABEL: name}, plan.switch_label, nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
 
     workloads = per_switch(workloads_of(statefulset_index, uid))

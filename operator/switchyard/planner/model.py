@@ -16,10 +16,11 @@ from ..api.xcachepool import XCachePoolBody
 class Unsatisfiable(Exception):
     """Valid input that no placement can realise (e.g. no NVMe node anywhere)."""
 
-    def __init__(self, reason: str, message: str):
+    def __init__(self, reason: str, message: str, fleet: str | None = None):
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.fleet = fleet  # the fleet at fault, when one is
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ def fleet_pool_index(fleet: FleetRequest, pools: list[PoolRequest]) -> int | Non
         if pool.name == fleet.pool:
             return i
     raise Unsatisfiable("UnknownPool", f"fleet {fleet.name}: pool {fleet.pool!r} is not one of the facility's cache pools "
-                                       f"({', '.join(p.name for p in pools)})")
+                                       f"({', '.join(p.name for p in pools)})", fleet=fleet.name)
 
 
 def host_eligible(host: Host, pool: PoolRequest) -> bool:
@@ -165,4 +165,5 @@ def _check_satisfiable(problem: Problem) -> None:
         if fleet.replicas and not any(problem.slots(j, c) for s in problem.switches for c in s.classes):
             raise Unsatisfiable("NoNodeFitsWorker",
                                 f"fleet {fleet.name}: no node has {fleet.cpu_millis // 1000} cores, "
-                                f"{fleet.memory_bytes / GIB:g} GiB and {fleet.read_gbps:g} Gbps of NIC free for one worker")
+                                f"{fleet.memory_bytes / GIB:g} GiB and {fleet.read_gbps:g} Gbps of NIC free for one worker",
+                                fleet=fleet.name)

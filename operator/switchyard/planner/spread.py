@@ -47,7 +47,7 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
                 continue
             raise Unsatisfiable("NoNodeFitsWorker",
                                 f"fleet {fleet.name}: no node has {fleet.body.cores} cores and "
-                                f"{fleet.body.memory_gib} GiB free for one worker")
+                                f"{fleet.body.memory_gib} GiB free for one worker", fleet=fleet.name)
         base, extra = divmod(fleet.body.replicas, len(switches))
         counts = {sw: base + (1 if i < extra else 0) for i, sw in enumerate(switches)}
         workers[fleet.name] = {sw: n for sw, n in counts.items() if n}

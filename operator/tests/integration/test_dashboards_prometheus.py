@@ -37,7 +37,6 @@ from xrootd_fixtures import (Account, cache_pool, free_port, require, start_cach
 
 from switchyard import dashboards
 from switchyard.apply import Kube
-from switchyard.builders.common import load_plan
 from switchyard.exporter import exporter_args
 from switchyard.metrics import catalog, series_names
 
@@ -96,7 +95,7 @@ def facility(cluster):
             if operator.poll() is not None:
                 raise AssertionError(f"operator exited: {log_path.read_text()[-3000:]}")
             pool = kube.get("XCachePool", namespace, "af-xcache")
-            plan = load_plan(pool and pool["metadata"].get("annotations"))
+            plan = ((pool or {}).get("status") or {}).get("plan")
             return plan if plan and any(plan.get("hosts", {}).values()) else None
 
         wait_until(lambda: pool_planned() is not None, timeout=120, interval=1, what="the cache pool to be planned")

@@ -3,7 +3,8 @@
 import json
 
 from switchyard.api import AnalysisFacilitySpec, WorkerFleetSpec, XCachePoolSpec
-from switchyard.builders.common import MAX_NAME, PLAN_ANNOTATION, child_name
+from switchyard.api.plans import FleetPlan, PoolPlan
+from switchyard.builders.common import MAX_NAME, child_name
 from switchyard.builders.facility import build_children
 from switchyard.builders.workerfleet import build_fleet, worker_command
 from switchyard.builders.xcachepool import build_pool
@@ -38,16 +39,18 @@ def test_child_names_are_stable_and_bounded():
 def test_facility_children_carry_their_plan_slice():
     children = build_children("af", FACILITY, the_plan())
     assert [c["kind"] for c in children] == ["XCachePool", "WorkerFleet"]
-    pool_plan = json.loads(children[0]["metadata"]["annotations"][PLAN_ANNOTATION])
-    assert pool_plan["hosts"] == {"sw1": ["sw1-c-0", "sw1-c-1"]}
-    fleet_plan = json.loads(children[1]["metadata"]["annotations"][PLAN_ANNOTATION])
-    assert sum(fleet_plan["workers"].values()) == 5 and fleet_plan["pool"] == "af-xc"
+    pool_plan = PoolPlan.model_validate(children[0]["status"]["plan"])
+    assert pool_plan.hosts == {"sw1": ["sw1-c-0", "sw1-c-1"]} and pool_plan.facility == "af"
+    fleet_plan = FleetPlan.model_validate(children[1]["status"]["plan"])
+    assert sum(fleet_plan.workers.values()) == 5 and fleet_plan.pool == "af-xc"
+    # the plan never travels in user-writable metadata
+    assert all("annotations" not in c["metadata"] for c in children)
     assert children[1]["spec"]["facilityRef"] == {"name": "af"}
 
 
 def test_pool_is_one_statefulset_per_switch_pinned_to_its_hosts():
     children = build_children("af", FACILITY, the_plan())
-    data = json.loads(children[0]["metadata"]["annotations"][PLAN_ANNOTATION])
+    data = children[0]["status"]["plan"]
     spec = XCachePoolSpec.model_validate(children[0]["spec"])
     objs = build_pool("af-xc", spec, data["hosts"], data["switchLabel"], "img:1")
     kinds = [o["kind"] for o in objs]
@@ -64,9 +67,9 @@ def test_pool_is_one_statefulset_per_switch_pinned_to_its_hosts():
 
 def test_fleet_deployments_follow_the_plan_and_name_their_cache():
     children = build_children("af", FACILITY, the_plan())
-    data = json.loads(children[1]["metadata"]["annotations"][PLAN_ANNOTATION])
+    data = FleetPlan.model_validate(children[1]["status"]["plan"])
     spec = WorkerFleetSpec.model_validate(children[1]["spec"])
-    objs = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1")
+    objs = build_fleet("af-dask", "ns", spec, data, helper_image="img:1")
     assert sum(o["spec"]["replicas"] for o in objs) == 5
     for dep in objs:
         switch = dep["metadata"]["labels"]["switchyard.dev/switch"]
@@ -105,10 +108,10 @@ def test_a_switch_with_local_and_ring_readers_of_one_fleet_gets_a_deployment_for
     # sw1: 7 local readers and 3 on the ring (its caches are full); sw2 has no cache: all ring;
     # sw3 has a cache and only local readers of this fleet, though another fleet's ring readers
     # make the switch "hashed".
-    data = {"switchLabel": "switchyard.dev/switch", "workers": {"sw1": 10, "sw2": 2, "sw3": 2},
+    data = FleetPlan.model_validate({"facility": "af", "switchLabel": "switchyard.dev/switch", "workers": {"sw1": 10, "sw2": 2, "sw3": 2},
             "hashed": {"sw1": 3, "sw2": 2}, "pool": "af-xc", "poolPort": 1094, "cacheSwitches": ["sw1", "sw3"],
-            "routing": {"sw1": "hashed", "sw2": "hashed", "sw3": "hashed"}, "cacheRing": {"sw1-c-0": 0.5, "sw3-c-0": 0.5}}
-    objs = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1")
+            "routing": {"sw1": "hashed", "sw2": "hashed", "sw3": "hashed"}, "cacheRing": {"sw1-c-0": 0.5, "sw3-c-0": 0.5}})
+    objs = build_fleet("af-dask", "ns", spec, data, helper_image="img:1")
     by_name = {o["metadata"]["name"]: o for o in objs}
     assert sorted(by_name) == ["af-dask-sw1-local", "af-dask-sw1-ring", "af-dask-sw2", "af-dask-sw3"]
 
@@ -133,7 +136,7 @@ def test_a_switch_with_local_and_ring_readers_of_one_fleet_gets_a_deployment_for
         pod_labels = dep["spec"]["template"]["metadata"]["labels"]
         assert all(pod_labels[k] == v for k, v in dep["spec"]["selector"]["matchLabels"].items())
     # a ramp in progress grows both in proportion
-    ramp = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1",
+    ramp = build_fleet("af-dask", "ns", spec, data, helper_image="img:1",
                        counts={"sw1": 5, "sw2": 0, "sw3": 1})
     counts = {o["metadata"]["name"]: o["spec"]["replicas"] for o in ramp if o["kind"] == "Deployment"}
     assert counts["af-dask-sw1-local"] + counts["af-dask-sw1-ring"] == 5
@@ -142,15 +145,15 @@ def test_a_switch_with_local_and_ring_readers_of_one_fleet_gets_a_deployment_for
 
 def test_planned_split_switches_are_realised_with_the_planned_counts():
     children = build_children("af", FACILITY, the_plan())
-    data = json.loads(children[1]["metadata"]["annotations"][PLAN_ANNOTATION])
+    data = FleetPlan.model_validate(children[1]["status"]["plan"])
     spec = WorkerFleetSpec.model_validate(children[1]["spec"])
-    objs = build_fleet("af-dask", "ns", spec, data, data["switchLabel"], helper_image="img:1")
+    objs = build_fleet("af-dask", "ns", spec, data, helper_image="img:1")
     ring = {}
     for dep in objs:
         env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
         switch = dep["metadata"]["labels"]["switchyard.dev/switch"]
         if env["SWITCHYARD_ROUTING"] == "hashed":
             ring[switch] = ring.get(switch, 0) + dep["spec"]["replicas"]
-    expected = {sw: (n if sw not in data["cacheSwitches"] else min(n, data["hashed"].get(sw, 0)))
-                for sw, n in data["workers"].items()}
+    expected = {sw: (n if sw not in data.cache_switches else min(n, data.hashed.get(sw, 0)))
+                for sw, n in data.workers.items()}
     assert ring == {sw: n for sw, n in expected.items() if n}

@@ -102,13 +102,38 @@ def _copy(source: pathlib.Path, destination: pathlib.Path) -> None:
         shutil.copy2(source, destination)
 
 
+def _arg(args: str) -> tuple[str, str]:
+    """ARG NAME[=default] as (name, default), the default unquoted."""
+    name, _, default = args.partition("=")
+    return name.strip(), (shlex.split(default)[0] if shlex.split(default) else "")
+
+
+def global_args(steps: list[Instruction]) -> dict[str, str]:
+    """The ARGs before the first FROM with their defaults (what FROM lines may use)."""
+    out = {}
+    for step in steps:
+        if step.op == "FROM":
+            break
+        if step.op == "ARG":
+            out.update([_arg(step.args)])
+    return out
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values.get(m.group(1) or m.group(2), ""), text)
+
+
 def play(dockerfile: pathlib.Path, context: pathlib.Path, work: pathlib.Path, shim: pathlib.Path) -> Stage:
-    """Run the Dockerfile's stages; return the final one."""
+    """Run the Dockerfile's stages with the build arguments' defaults; return the final one."""
     stages: dict[str, Stage] = {}
     stage: Stage | None = None
-    for number, step in enumerate(parse(dockerfile.read_text())):
+    steps = parse(dockerfile.read_text())
+    defaults = global_args(steps)
+    for number, step in enumerate(steps):
+        if step.op == "ARG" and stage is None:
+            continue
         if step.op == "FROM":
-            words = step.args.split()
+            words = substitute(step.args, defaults).split()
             name = words[2] if len(words) == 3 and words[1].upper() == "AS" else f"stage{len(stages)}"
             # Every stage sees the same paths, as in Docker (a venv's scripts name its
             # interpreter by absolute path): the stage before moves aside.
@@ -138,6 +163,9 @@ def play(dockerfile: pathlib.Path, context: pathlib.Path, work: pathlib.Path, sh
             result = subprocess.run(["/bin/bash", "-euo", "pipefail", "-c", command], cwd=stage.host(stage.workdir),
                                     env=stage.host_env(shim), capture_output=True, text=True, timeout=1200)
             assert result.returncode == 0, f"step {number} RUN {step.args} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        elif step.op == "ARG":
+            # A build argument is in the environment of the stage's RUN steps.
+            stage.env.update([_arg(step.args)])
         elif step.op == "ENV":
             stage.env.update(_env_pairs(step.args))
         elif step.op == "USER":
@@ -195,7 +223,7 @@ def _run_entrypoint(final: Stage, *args: str) -> subprocess.CompletedProcess:
 
 def test_dockerfile_is_pinned_and_non_root():
     steps = parse(DOCKERFILE.read_text())
-    bases = [s.args.split()[0] for s in steps if s.op == "FROM"]
+    bases = [substitute(s.args, global_args(steps)).split()[0] for s in steps if s.op == "FROM"]
     assert bases and all(re.search(r":\d+\.\d+\.\d+", b) or "@sha256:" in b for b in bases), bases
     minor = re.search(r"python:(\d+\.\d+)", bases[-1]).group(1)
     assert minor == f"{sys.version_info.major}.{sys.version_info.minor}", \

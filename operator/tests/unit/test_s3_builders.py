@@ -14,6 +14,7 @@ from switchyard.api.analysisfacility import AnalysisFacilitySpec
 from switchyard.builders.s3staging import (
     build_minio, build_staging, consumer_secret_name, endpoint_url, minio_args, minio_name, root_secret_name,
     staging_env)
+from switchyard.api.plans import FleetPlan
 from switchyard.builders.workerfleet import build_fleet
 
 ACCESS, SECRET = "AKIA-consumer-example", "s3cr3t/with+chars=="
@@ -138,14 +139,14 @@ def test_fleet_workers_get_the_staging_env_before_their_own():
     fleet = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 2, "staging": "stage",
                                             "taskvine": {"managerHost": "m.example.org"},
                                             "env": [{"name": "MY_VAR", "value": "1"}]})
-    plan = {"workers": {"sw1": 2}, "switchLabel": "switchyard.dev/switch"}
+    plan = FleetPlan(facility="af", workers={"sw1": 2})
     env_entries = staging_env("stage", "ns", external())
-    [deployment] = build_fleet("team", "ns", fleet, plan, "switchyard.dev/switch", staging_env=env_entries, **HELPER)
+    [deployment] = build_fleet("team", "ns", fleet, plan, staging_env=env_entries, **HELPER)
     env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
     names = [e["name"] for e in env]
     assert names.index("SWITCHYARD_S3_ENDPOINT") < names.index("MY_VAR")
     assert all(e in env for e in env_entries)
-    [plain] = build_fleet("team", "ns", fleet, plan, "switchyard.dev/switch", **HELPER)
+    [plain] = build_fleet("team", "ns", fleet, plan, **HELPER)
     assert not any(e["name"].startswith(("SWITCHYARD_S3", "AWS_")) for e in plain["spec"]["template"]["spec"]["containers"][0]["env"])
 
 

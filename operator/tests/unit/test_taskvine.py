@@ -5,6 +5,7 @@ and the long-option table of taskvine/src/worker/vine_worker_options.c)."""
 import pytest
 
 from switchyard.api import WorkerFleetSpec
+from switchyard.api.plans import FleetPlan
 from switchyard.builders.workerfleet import build_fleet, worker_command
 
 # Long options that take an argument, with a check of the argument's form as
@@ -77,8 +78,8 @@ def test_manager_by_name_through_the_catalog():
 @pytest.mark.parametrize("taskvine", [{"managerHost": "m.example"}, {"managerName": "p", "catalog": "c.example:9097"}])
 def test_generated_pods_carry_exactly_that_command(taskvine):
     spec = fleet(**taskvine)
-    plan = {"workers": {"rack-a": 2}, "pool": None}
-    (deployment,) = build_fleet("f", "ns", spec, plan, "switchyard.dev/switch", helper_image="img:1")
+    plan = FleetPlan(facility="af", workers={"rack-a": 2})
+    (deployment,) = build_fleet("f", "ns", spec, plan, helper_image="img:1")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     argv = container["command"] + container["args"]
     parse(argv, ENV)
