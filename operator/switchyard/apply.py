@@ -268,7 +268,21 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
         f"{kind}/{obj['metadata']['name']}": obj
         for kind in kinds for obj in kube.list(kind, namespace, selector) if owned_by(obj, uid)
     }
-    applied, pruned, conflicts = [], [], []
+    # All or nothing: with one child's name held by another owner, none is written
+    # (a fleet must not be told to read through another facility's pool).
+    conflicts, seen = [], set()
+    for obj in desired:
+        key = child_key(obj)
+        if key in seen:  # two of this owner's children fold to one name (say a switch named 'scheduler')
+            conflicts.append(key)
+        elif key not in existing:
+            holder = _holder(kube, obj["kind"], namespace, obj["metadata"]["name"])
+            if holder is not None and not owned_by(holder, uid):
+                conflicts.append(key)
+        seen.add(key)
+    if conflicts:
+        return SyncResult([], [], conflicts)
+    applied, pruned = [], []
     for obj in desired:
         adopt(obj, owner)
         key = child_key(obj)
@@ -276,11 +290,6 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
         if before is not None and key in unchanged:
             applied.append(key)
             continue
-        if before is None:
-            holder = _holder(kube, obj["kind"], namespace, obj["metadata"]["name"])
-            if holder is not None and not owned_by(holder, uid):
-                conflicts.append(key)
-                continue
         status = obj.pop("status", None)
         after = kube.apply(obj)
         if status is not None:

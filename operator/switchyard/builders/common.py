@@ -12,9 +12,19 @@ FACILITY_LABEL = "switchyard.dev/facility"
 MAX_NAME = 52  # leaves room for the suffixes controllers append to pod names
 
 
+def _name_part(part: str) -> str:
+    """A part as it can appear in a DNS-1123 name. A part that must be folded
+    (a switch name like 'Rack_1' or 'rack.1') keeps a hash of what it was, so
+    two switch names never fold into one child name."""
+    folded = part.lower().replace("_", "-").replace(".", "-")
+    if folded == part:
+        return part
+    return f"{folded}-{hashlib.sha256(part.encode()).hexdigest()[:6]}"
+
+
 def child_name(*parts: str) -> str:
     """A stable DNS-1123 name; long names are cut and given a hash suffix."""
-    name = "-".join(p.lower().replace("_", "-").replace(".", "-") for p in parts if p)
+    name = "-".join(_name_part(p) for p in parts if p)
     if len(name) <= MAX_NAME:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]

@@ -1,0 +1,294 @@
+"""Hostile input, by class, against the live cluster and a running operator.
+
+Each class: host paths, another facility's objects, forged plans, crashes and
+silence, one team's object against the shared facility, values the consumer
+would refuse, harmful updates, and the scheduler pod that must survive a
+resync. Every case ends refused at the API, or answered with a reason;
+nothing running is harmed, and the operator's log holds no traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+
+import localcluster
+from facilities import facility
+from support import CLUSTER_NAME, ready_condition, wait_for, wait_ready
+from switchyard.apply import ApiError
+
+pytestmark = pytest.mark.e2e
+
+
+def in_ns(obj: dict, ns: str) -> dict:
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["namespace"] = ns
+    return obj
+
+
+def create(kube, obj: dict) -> dict:
+    """POST as kubectl create does, with strict field validation."""
+    from switchyard.apply import RESOURCES
+    res = RESOURCES[obj["kind"]]
+    return kube.request("POST", res.path(obj["metadata"]["namespace"]), obj, query={"fieldValidation": "Strict"})
+
+
+def refused(kube, obj: dict) -> str:
+    """The API server's refusal message for `obj` (the test fails if it is accepted)."""
+    try:
+        create(kube, obj)
+    except ApiError as exc:
+        assert exc.status == 422, exc
+        return exc.message
+    raise AssertionError(f"accepted: {obj['metadata']['name']}")
+
+
+def answered(kube, ns: str, kind: str, name: str, reason: str, timeout: float = 90) -> dict:
+    def check():
+        obj = kube.get(kind, ns, name)
+        cond = ready_condition(obj) if obj and obj.get("status") else {}
+        if cond.get("status") == "False" and cond.get("reason") == reason \
+                and cond.get("observedGeneration") == obj["metadata"]["generation"]:
+            return cond
+        return None
+    return wait_for(check, timeout=timeout, what=f"{kind} {name} Ready=False {reason}")
+
+
+def snapshot(kube, ns: str, prefix: str) -> dict:
+    """UID and generation (or data) of every object whose name starts with `prefix`."""
+    out = {}
+    for kind in ("XCachePool", "WorkerFleet", "StatefulSet", "Deployment", "PodDisruptionBudget"):
+        for o in kube.list(kind, ns):
+            if o["metadata"]["name"].startswith(prefix):
+                out[f"{kind}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o["metadata"]["generation"])
+    for kind in ("ConfigMap", "Service"):
+        for o in kube.list(kind, ns):
+            if o["metadata"]["name"].startswith(prefix):
+                out[f"{kind}/{o['metadata']['name']}"] = (o["metadata"]["uid"], o.get("data"), (o.get("spec") or {}).get("ports"))
+    return out
+
+
+def with_storage(name: str, data_paths: list[str], meta_path: str = "/mnt/xcache-meta") -> dict:
+    obj = facility(name, workers=2)
+    obj["spec"]["cachePools"][0]["storage"] = {"dataPaths": data_paths, "metaPath": meta_path}
+    return obj
+
+
+# ------------------------------------------------------------------ 1. host paths
+ALIASING_PATHS = ["/mnt/../etc", "//etc", "/mnt/nvme0/.", "/mnt/nvme0/", "/mnt/./nvme0", "/mnt//nvme0",
+                  "/mnt/.hidden", "/../proc"]
+OUTSIDE_ALLOWLIST = ["/etc", "/proc", "/var/run", "/var/lib/kubelet/pods", "/mnt", "/mntx/evil", "/root/.ssh",
+                     "/dev", "/sys/fs/cgroup"]
+
+
+def test_host_paths_are_refused_or_answered_and_nothing_is_rendered(cluster, operator, namespace):
+    kube = cluster.kube
+    for i, path in enumerate(ALIASING_PATHS):
+        message = refused(kube, in_ns(with_storage(f"alias-{i}", [path]), namespace))
+        assert "dataPaths" in message, message
+    # Paths nested in one another alias the same disk.
+    assert "inside" in refused(kube, in_ns(with_storage("nest-a", ["/mnt/a", "/mnt/a/b"]), namespace))
+    assert "inside" in refused(kube, in_ns(with_storage("nest-b", ["/mnt/meta/x"], "/mnt/meta"), namespace))
+    # Well-formed paths outside the admin's allowlist: Ready=False, nothing rendered.
+    for i, path in enumerate(OUTSIDE_ALLOWLIST):
+        create(kube, in_ns(with_storage(f"outside-{i}", [path], "/srv/xcache-meta"), namespace))
+        cond = answered(kube, namespace, "AnalysisFacility", f"outside-{i}", "HostPathNotAllowed")
+        assert path in cond["message"]
+    assert not [c for c in kube.list("ConfigMap", namespace) if c["metadata"]["name"].startswith("outside-")]
+    assert not kube.list("XCachePool", namespace)
+
+
+def test_a_bad_update_leaves_the_running_facility_exactly_as_it_was(cluster, operator, namespace):
+    kube = cluster.kube
+    kube.apply(in_ns(facility("run", workers=3), namespace))
+    wait_ready(cluster, namespace, "run")
+    before = snapshot(kube, namespace, "run-")
+    assert any(k.startswith("ConfigMap/") for k in before)
+    updates = [
+        ("HostPathNotAllowed", lambda s: s["cachePools"][0]["storage"].update(dataPaths=["/etc"])),
+        ("HostPathNotAllowed", lambda s: s["cachePools"][0]["storage"].update(metaPath="/var/lib/kubelet/pods")),
+        ("InvalidSpec", lambda s: s["cachePools"][0]["origin"].update(host="ab:1094:")),
+    ]
+    for reason, mutate in updates:
+        obj = kube.get("AnalysisFacility", namespace, "run")
+        mutate(obj["spec"])
+        kube.request("PUT", f"/apis/switchyard.dev/v1alpha1/namespaces/{namespace}/analysisfacilities/run", obj)
+        answered(kube, namespace, "AnalysisFacility", "run", reason)
+        assert snapshot(kube, namespace, "run-") == before, reason
+    # A pool's own update to /etc (an admin editing the child) is refused the same way.
+    pool = kube.get("XCachePool", namespace, "run-xcache")
+    pool["spec"]["storage"]["dataPaths"] = ["/proc"]
+    kube.request("PUT", f"/apis/switchyard.dev/v1alpha1/namespaces/{namespace}/xcachepools/run-xcache", pool)
+    time.sleep(4)  # the facility re-applies its own spec; neither write renders /proc
+    for cm in kube.list("ConfigMap", namespace):
+        assert "/proc" not in str(cm.get("data")), cm["metadata"]["name"]
+
+
+# ------------------------------------------------------------------ 2. objects of another facility
+def test_a_facility_never_takes_over_another_facilitys_children(cluster, operator, namespace):
+    kube = cluster.kube
+    first = facility("a-b", workers=2)
+    first["spec"]["cachePools"][0]["name"] = "c"
+    first["spec"]["fleets"][0]["pool"] = "c"
+    kube.apply(in_ns(first, namespace))
+    wait_ready(cluster, namespace, "a-b")
+    before = snapshot(kube, namespace, "a-b-c")
+    assert "Service/a-b-c" in before
+    # 'a' + 'b-c' names the same XCachePool 'a-b-c'.
+    second = facility("a", workers=2)
+    second["spec"]["cachePools"][0]["name"] = "b-c"
+    second["spec"]["fleets"][0]["pool"] = "b-c"
+    kube.apply(in_ns(second, namespace))
+    cond = answered(kube, namespace, "AnalysisFacility", "a", "ChildNameTaken")
+    assert "a-b-c" in cond["message"]
+    time.sleep(6)  # a few reconciles of both
+    assert snapshot(kube, namespace, "a-b-c") == before
+    assert ready_condition(kube.get("AnalysisFacility", namespace, "a-b"))["status"] == "True"
+    # An object nobody owns is not taken either, and never pruned.
+    kube.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mine-xcache", "namespace": namespace,
+                "labels": {"switchyard.dev/owner-uid": "forged"}},
+                "spec": {"ports": [{"port": 1}], "selector": {"app": "mine"}}})
+    kube.apply(in_ns(facility("mine", workers=1), namespace))
+    answered(kube, namespace, "XCachePool", "mine-xcache", "ChildNameTaken")
+    assert kube.get("Service", namespace, "mine-xcache")["spec"]["ports"][0]["port"] == 1
+
+
+# ------------------------------------------------------------------ 3. forged placement
+def test_a_user_cannot_steer_placement_or_crash_a_child_through_its_plan(cluster, operator, namespace):
+    kube = cluster.kube
+    kube.apply(in_ns(facility("pl", workers=4), namespace))
+    wait_ready(cluster, namespace, "pl")
+    before = snapshot(kube, namespace, "pl-")
+    forged = {"facility": "pl", "switchLabel": "kubernetes.io/hostname", "hosts": {"rack-a": ["victim"]}}
+    # The old channel, an annotation, is ignored; status sent with the object is dropped by the API server.
+    for kind, name in (("XCachePool", "pl-xcache"), ("WorkerFleet", "pl-dask")):
+        kube.annotate(kind, namespace, name, {"switchyard.dev/plan": '{"hosts": {"rack-a": ["victim"]}, "switchLabel": 1}'})
+        obj = kube.get(kind, namespace, name)
+        obj["status"] = {**obj.get("status", {}), "plan": forged}
+        kube.request("PUT", f"/apis/switchyard.dev/v1alpha1/namespaces/{namespace}/{kind.lower()}s/{name}", obj)
+        assert kube.get(kind, namespace, name)["status"]["plan"] != forged
+    # A wrongly typed plan is refused by the schema even on the status subresource.
+    with pytest.raises(ApiError) as info:
+        kube.apply_status("XCachePool", namespace, "pl-xcache", {"plan": {"facility": "pl", "hosts": {"rack-a": "x"}}},
+                          manager="intruder")
+    assert info.value.status == 422
+    time.sleep(4)
+    assert snapshot(kube, namespace, "pl-") == before
+    assert all(ready_condition(kube.get(k, namespace, n))["status"] == "True"
+               for k, n in (("XCachePool", "pl-xcache"), ("WorkerFleet", "pl-dask")))
+
+
+# ------------------------------------------------------------------ 4 and 5. crashes, silence, one team's fleet
+def team_fleet(ns: str, name: str, **spec) -> dict:
+    return {"apiVersion": "switchyard.dev/v1alpha1", "kind": "WorkerFleet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"facilityRef": {"name": "shared"}, "replicas": 2, "cores": 1, "memoryGiB": 1, "readGbps": 0.5,
+                     "taskvine": {"managerHost": "manager.example.org"}, **spec}}
+
+
+def test_one_teams_fleet_never_takes_down_the_shared_facility(cluster, operator, namespace):
+    kube = cluster.kube
+    kube.apply(in_ns(facility("shared", workers=2), namespace))
+    wait_ready(cluster, namespace, "shared")
+    kube.apply(team_fleet(namespace, "good"))
+    wait_for(lambda: ready_condition(kube.get("WorkerFleet", namespace, "good")).get("status") == "True",
+             timeout=90, what="the good team fleet Ready")
+    kube.apply(team_fleet(namespace, "nopool", pool="missing"))
+    kube.apply(team_fleet(namespace, "huge", cores=256))
+    answered(kube, namespace, "WorkerFleet", "nopool", "UnknownPool")
+    answered(kube, namespace, "WorkerFleet", "huge", "NoNodeFitsWorker")
+    time.sleep(4)
+    assert ready_condition(kube.get("AnalysisFacility", namespace, "shared"))["status"] == "True"
+    assert ready_condition(kube.get("WorkerFleet", namespace, "good"))["status"] == "True"
+    # Refused at the API: shadowing an operator variable, sub-64 MiB memory.
+    assert "env" in refused(kube, team_fleet(namespace, "shadow", env=[{"name": "POD_NAME", "value": "x"}]))
+    assert "env" in refused(kube, team_fleet(namespace, "shadow2", env=[{"name": "SWITCHYARD_CACHE_ENDPOINT", "value": "x"}]))
+    assert "memoryGiB" in refused(kube, team_fleet(namespace, "tiny", memoryGiB=1e-9))
+    # Garbage in kopf's state annotations: the object is still answered.
+    kube.annotate("WorkerFleet", namespace, "good", {"switchyard.dev/last-handled-configuration": "{not json",
+                                                      "switchyard.dev/WorkerFleet-create": "[1, 2"})
+    kube.request("PATCH", f"/apis/switchyard.dev/v1alpha1/namespaces/{namespace}/workerfleets/good",
+                 {"spec": {"replicas": 3}}, content_type="application/merge-patch+json")
+    wait_for(lambda: (kube.get("WorkerFleet", namespace, "good").get("status") or {}).get("readyReplicas") == 3,
+             timeout=90, what="the fleet with garbage kopf state scaled")
+
+
+# ------------------------------------------------------------------ 6. values the consumer would refuse
+def test_values_valid_for_the_schema_but_not_the_consumer_are_refused(cluster, operator, namespace):
+    kube = cluster.kube
+
+    def fac(name, mutate):
+        obj = in_ns(facility(name, workers=1), namespace)
+        mutate(obj["spec"])
+        return obj
+    cases = [
+        ("port-high", lambda s: s["fleets"][0]["dask"].update(schedulerAddress="tcp://sched.example.org:99999")),
+        ("port-zero", lambda s: s["fleets"][0]["dask"].update(schedulerAddress="tcp://sched.example.org:0")),
+        ("issuer-port", lambda s: s["cachePools"][0].update(auth={"mode": "scitokens", "issuers": ["https://t.example:70000"],
+                                                                  "tlsSecret": "tls"})),
+        ("image-dots", lambda s: s["cachePools"][0].update(image="ghcr.io/site/../evil/xcache:1")),
+        ("image-dash", lambda s: s["cachePools"][0].update(image="ghcr.io/site-/xcache:1")),
+        ("image-empty", lambda s: s["cachePools"][0].update(image="ghcr.io//xcache:1")),
+        ("s3-dots", lambda s: s.update(staging={"external": {"url": "https://s3.example.org", "credentialsSecret": "k"},
+                                                "buckets": [{"name": "a..b"}]})),
+        ("s3-ip", lambda s: s.update(staging={"external": {"url": "https://s3.example.org", "credentialsSecret": "k"},
+                                              "buckets": [{"name": "192.168.1.1"}]})),
+        ("s3-prefix", lambda s: s.update(staging={"external": {"url": "https://s3.example.org", "credentialsSecret": "k"},
+                                                  "buckets": [{"name": "xn--bucket"}]})),
+        ("s3-suffix", lambda s: s.update(staging={"external": {"url": "https://s3.example.org", "credentialsSecret": "k"},
+                                                  "buckets": [{"name": "data-s3alias"}]})),
+        ("s3-url-port", lambda s: s.update(staging={"external": {"url": "https://s3.example.org:65536", "credentialsSecret": "k"}})),
+    ]
+    for name, mutate in cases:
+        refused(kube, fac(name, mutate))
+    for name in ("dotted.name", "9starts-with-digit", "x" * 41):
+        refused(kube, in_ns(facility(name, workers=1), namespace))
+    # An origin host with an embedded port: the schema's pattern admits IPv6 literals, the model refuses it.
+    refused(kube, fac("origin-name-port", lambda s: s["cachePools"][0]["origin"].update(host="origin.example.org:1094")))
+    create(kube, fac("origin-port", lambda s: s["cachePools"][0]["origin"].update(host="ab:1094:")))
+    answered(kube, namespace, "AnalysisFacility", "origin-port", "InvalidSpec")
+    # A TLS Secret that is missing, or not a TLS Secret.
+    kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "opaque", "namespace": namespace},
+                "type": "Opaque", "stringData": {"x": "y"}})
+    for name, secret, reason in (("tls-missing", "nope", "TLSSecretNotFound"), ("tls-opaque", "opaque", "TLSSecretInvalid")):
+        create(kube, fac(name, lambda s, secret=secret: s["cachePools"][0].update(
+            auth={"mode": "scitokens", "issuers": ["https://tokens.example.org"], "tlsSecret": secret})))
+        answered(kube, namespace, "XCachePool", f"{name}-xcache", reason)
+
+
+def test_user_text_in_messages_is_one_printable_line(cluster, operator, namespace):
+    kube = cluster.kube
+    obj = in_ns(facility("echo", workers=1), namespace)
+    second = copy.deepcopy(obj["spec"]["cachePools"][0])
+    second["name"] = "other"
+    obj["spec"]["cachePools"].append(second)
+    for pool in obj["spec"]["cachePools"]:
+        pool["origin"]["host"] = "ab:cd"  # passes the schema, refused by the model: two errors, one message
+    create(kube, obj)
+    cond = answered(kube, namespace, "AnalysisFacility", "echo", "InvalidSpec")
+    assert "; " in cond["message"] and all(ch >= " " for ch in cond["message"]), cond["message"]
+    events = [e for e in kube.list("Event", namespace) if e["involvedObject"].get("name") == "echo"]
+    assert events and all(all(ch >= " " for ch in e.get("message", "")) for e in events)
+
+
+# ------------------------------------------------------------------ 8. the scheduler pod survives resyncs
+def test_a_fleets_scheduler_pod_keeps_its_uid_across_resyncs(cluster, operator, namespace):
+    kube = cluster.kube
+    obj = in_ns(facility("sched", workers=2), namespace)
+    obj["spec"]["fleets"][0]["dask"] = {"createScheduler": True}
+    kube.apply(obj)
+    wait_ready(cluster, namespace, "sched")
+
+    def scheduler_pod():
+        pods = [p for p in kube.list("Pod", namespace, {"app.kubernetes.io/component": "scheduler"})
+                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+        return pods[0] if pods else None
+    first = wait_for(scheduler_pod, timeout=90, what="the scheduler pod Running")["metadata"]["uid"]
+    time.sleep(25)  # the e2e operator resyncs every 10 s
+    assert scheduler_pod()["metadata"]["uid"] == first
+
+
+def test_operator_log_holds_no_traceback(operator):
+    text = (localcluster.CACHE / "e2e-logs" / CLUSTER_NAME / "operator.log").read_text(errors="replace")
+    assert "Traceback (most recent call last)" not in text, text[text.index("Traceback"):][:3000]
