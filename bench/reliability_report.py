@@ -46,7 +46,24 @@ def _bad_input(entries: list[dict]) -> list[str]:
             for answer, count in sorted(answers.items()):
                 lines.append(f"| {cls} | {answer} | {count} |")
         lines += ["", "(An example may combine up to three classes; it is counted under each.)", ""]
+        lines += _per_class(e)
     return lines
+
+
+def _per_class(e: dict) -> list[str]:
+    """One row per input class: what happened to every case of it."""
+    harmed = 0 if "reference_objects_unchanged" in e else "?"
+    crashed = e.get("operator_tracebacks", "not checked")
+    lines = ["| input class | cases tried | refused at the API | answered Ready=False | answered Ready=True "
+             "| harmed anything | crashed |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for cls, answers in sorted(e["by_class"].items()):
+        tried = sum(answers.values())
+        refused = answers.get("refused", 0)
+        false = sum(n for a, n in answers.items() if a.startswith("accepted, Ready=False"))
+        true = sum(n for a, n in answers.items() if a.startswith("accepted, Ready=True"))
+        lines.append(f"| {cls} | {tried} | {refused} | {false} | {true} | {harmed} | {crashed} |")
+    return lines + ["", "Harmed: objects of the running reference facility changed (the test fails on any). "
+                        "Crashed: operator log files of the run holding a traceback (the test fails on any).", ""]
 
 
 def _churn(entries: list[dict]) -> list[str]:

@@ -440,6 +440,27 @@ WRONG_TYPES = {"string": [12345, True, [], {"a": 1}], "number": ["fast", [1], {"
                "array": ["x", {"a": 1}, 3]}
 
 
+_EXTERNAL = {"url": "https://s3.example.org", "credentialsSecret": "keys"}
+# Values the schema's types admit but their consumers refuse (the hostile-input classes of
+# e2e/test_hostile.py), aimed at the fields that carry them: (class, path, value).
+TARGETED = [
+    *(("host path", ("cachePools", 0, "storage", "dataPaths", 0), v) for v in (
+        "/etc", "/proc", "/var/run", "/var/lib/kubelet/pods", "/mnt/../etc", "//mnt/x", "/mnt/x/.", "/mnt", "/mntx/y",
+        "/root/.ssh")),
+    *(("host path", ("cachePools", 0, "storage", "metaPath"), v) for v in ("/var/lib/kubelet", "/mnt/nvme0/meta", "/dev")),
+    *(("address", ("fleets", 0, "dask", "schedulerAddress"), v) for v in (
+        "tcp://s.example.org:99999", "tcp://s.example.org:0", "tcp://s..example.org:8786")),
+    *(("address", ("cachePools", 0, "origin", "host"), v) for v in ("origin.example.org:1094:", "ab:1094:", "a:b")),
+    *(("image look-alike", ("cachePools", 0, "image"), v) for v in (
+        "ghcr.io/site/../evil/x:1", "ghcr.io//x:1", "ghcr.io/site-/x:1", "ghcr.io:99999/x")),
+    *(("reserved env", ("fleets", 0, "env", 0, "name"), v) for v in (
+        "POD_NAME", "SWITCHYARD_CACHE_ENDPOINT", "AWS_SECRET_ACCESS_KEY")),
+    *(("tiny memory", ("fleets", 0, "memoryGiB"), v) for v in (1e-12, 0.001)),
+    *(("bucket name", ("staging",), {"external": _EXTERNAL, "buckets": [{"name": v}]}) for v in (
+        "a..b", "192.168.0.1", "xn--x", "x-s3alias", "x.mrap")),
+]
+
+
 @functools.lru_cache(maxsize=1)
 def _schema_fields() -> list[tuple[tuple, str]]:
     """(path, type) of every field of AnalysisFacility.spec, from the generated CRD; lists at index 0."""
@@ -497,6 +518,7 @@ def _mutations():
                   st.sampled_from(["bogus", "$(evil)", "spec", "x\nall.export /evil"])),
         # 5,000-item lists cost the API server seconds each to refuse: soak only.
         st.tuples(st.just("huge list"), st.sampled_from(lists), st.sampled_from([65, 1001, 5000] if SOAK else [65, 1001])),
+        st.sampled_from(TARGETED),
     )
 
 
@@ -604,9 +626,12 @@ def test_hostile_specs_are_refused_or_reported_and_change_nothing(fcluster, oper
 
     answered_in = time.monotonic() - answering
 
-    # Nothing of the running reference facility changed.
+    # Nothing of the running reference facility changed, and no handler crashed.
     after = _workload_snapshot(kube, ns, ref["metadata"]["uid"])
     assert after == before
+    tracebacks = [path.name for path in LOGS.glob("test_hostile_specs*.log")
+                  if "Traceback (most recent call last)" in path.read_text(errors="replace")]
+    assert tracebacks == [], f"operator tracebacks in {tracebacks}"
     assert ready_condition(kube.get("AnalysisFacility", ns, "ref")).get("status") == "True"
 
     # No user string reached an xrootd config or a command line.
@@ -632,7 +657,7 @@ def test_hostile_specs_are_refused_or_reported_and_change_nothing(fcluster, oper
             summary[cls][o["answer"]] += 1
     record("bad_input", {"examples": len(outcomes), "seed": SEED + 6, "refused": sum(o["answer"] == "refused" for o in outcomes),
                          "accepted": len(accepted), "by_class": summary, "configmap_entries_scanned": scanned,
-                         "reference_objects_unchanged": len(before), "submit_seconds": round(submitted, 1), "answer_seconds": round(answered_in, 1),
+                         "reference_objects_unchanged": len(before), "operator_tracebacks": len(tracebacks), "submit_seconds": round(submitted, 1), "answer_seconds": round(answered_in, 1),
                          "api_answer_seconds_max": round(max(o["seconds"] for o in outcomes), 3),
                          "slowest_api_answers": [{"seconds": round(o["seconds"], 2), "mutations": o["mutations"]}
                                                  for o in sorted(outcomes, key=lambda o: -o["seconds"])[:5]],
