@@ -30,7 +30,7 @@ tools: ## pinned Kubernetes, etcd, kwok, helm and kind binaries, cached in $(CAC
 	bash hack/build-tools.sh >/dev/null
 
 generate: install
-	cd operator && ../$(PY) -m switchyard.api.generate ..
+	cd operator && ../$(PY) -m switchyard.generate ..
 
 check-generated: install
 	$(PY) -m pytest -q operator/tests/unit/test_generated.py
@@ -94,3 +94,27 @@ bench-fleet: bench-install tools
 
 clean:
 	rm -rf $(VENV) operator/*.egg-info
+
+# Container images and real kubelet nodes (docs/real-nodes.md).
+.PHONY: images realnode-deps e2e-real realnodes-down
+REGISTRY ?= localhost
+PUSH ?= 0
+REAL_CLUSTER ?= sy-real
+
+realnode-deps: ## buildah, debootstrap, containerd, runc, CNI plugins, iptables (needs root and apt)
+	bash hack/install-realnode-deps.sh >/dev/null
+
+# The operator, XCache, Dask worker and pause images, built with buildah into
+# $(CACHE)/images (OCI archives, rebuilt only when their inputs change).
+# At a site: make images REGISTRY=registry.example.org/t2 PUSH=1
+images: realnode-deps tools
+	REGISTRY=$(REGISTRY) PUSH=$(PUSH) bash hack/build-images.sh
+
+# The e2e on real kubelet nodes (not yet part of `make test`).
+e2e-real: install realnode-deps tools images
+	SWITCHYARD_REAL_NODES=1 SWITCHYARD_REAL_CLUSTER=$(REAL_CLUSTER) $(PY) -m pytest -q e2e/test_real_nodes.py
+
+# Remove the real nodes of $(REAL_CLUSTER) and its cluster, also after a run that died.
+realnodes-down: install
+	cd e2e && ../$(PY) realnodes.py down --cluster $(REAL_CLUSTER); \
+	  ../$(PY) localcluster.py down --name $(REAL_CLUSTER)

@@ -10,6 +10,9 @@ ETCD_VERSION=v3.5.17
 KWOK_VERSION=v0.6.1
 HELM_VERSION=v3.16.3
 KIND_VERSION=v0.25.0
+# The DNS server of the real nodes (e2e/realnodes.py): CoreDNS of the release line
+# Kubernetes 1.31 ships with.
+COREDNS_VERSION=v1.11.3
 
 CACHE="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
 BIN="$CACHE/bin"
@@ -18,6 +21,11 @@ mkdir -p "$BIN" "$WORK"
 export GOFLAGS="${GOFLAGS:--trimpath}" CGO_ENABLED=0
 
 log() { printf '[build-tools] %s\n' "$*" >&2; }
+
+# One build at a time per cache (two shells running `make tools` would share
+# the wrapper modules' directories); the lock is released when this script exits.
+exec 9>"$CACHE/.build-tools.lock"
+flock 9
 
 # have NAME VERSION: true when BIN/NAME is the pinned version already.
 have() { [ -x "$BIN/$1" ] && [ "$(cat "$BIN/.$1.version" 2>/dev/null)" = "$2" ]; }
@@ -48,13 +56,15 @@ controller-manager cri-api cri-client csi-translation-lib dynamic-resource-alloc
 endpointslice kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler
 kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver
 sample-cli-plugin sample-controller"
-K8S_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+K8S_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy"
+# Without these every binary reports v0.0.0-master (and a kubelet registers so).
+K8S_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31 -X k8s.io/component-base/version.gitTreeState=clean"
 
 build_kubernetes() {
   local missing="" c
   for c in $K8S_CMDS; do have "$c" "$K8S_VERSION" || missing="$missing $c"; done
   [ -z "$missing" ] && return 0
-  log "building Kubernetes $K8S_VERSION:$missing (about 7 minutes on 2 cores when cold)"
+  log "building Kubernetes $K8S_VERSION:$missing (about 10 minutes on 2 cores when cold)"
   local dir="$WORK/kubernetes"
   mkdir -p "$dir" && cd "$dir"
   {
@@ -76,9 +86,23 @@ build_kubernetes() {
   go mod tidy
   for c in $missing; do
     log "  go build $c"
-    go build -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
+    go build -ldflags "$K8S_LDFLAGS" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
     mark "$c" "$K8S_VERSION"
   done
+}
+
+# CoreDNS in a wrapper module of its own: in the Kubernetes one its dependencies
+# (grpc, otel, the DNS libraries) would raise the versions the Kubernetes
+# components are built with.
+build_coredns() {
+  have coredns "$COREDNS_VERSION" && return 0
+  log "building coredns $COREDNS_VERSION"
+  local dir="$WORK/coredns"
+  rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+  go mod init switchyard.local/coredns >/dev/null 2>&1
+  go get "github.com/coredns/coredns@$COREDNS_VERSION"
+  go build -o "$BIN/coredns" github.com/coredns/coredns
+  mark coredns "$COREDNS_VERSION"
 }
 
 command -v go >/dev/null || { log "Go is required (https://go.dev/dl)"; exit 1; }
@@ -86,6 +110,7 @@ go_install kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"
 go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 build_etcd
 build_kubernetes
+build_coredns
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kind sigs.k8s.io/kind "$KIND_VERSION"
 log "tools ready in $BIN"

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Build switchyard's container images with buildah, without a Docker engine or
+# an image registry: a Debian bookworm base made by debootstrap, a Python base
+# on it, then the operator (the repository's Dockerfile), XCache, Dask worker and
+# pause images from the Containerfiles in images/.
+#
+# Storage (buildah --storage-driver vfs --root) and the results (one OCI archive
+# per image) live in the cache, outside the work tree:
+#   ${SWITCHYARD_CACHE:-~/.cache/switchyard}/images/{storage,oci,wheels,context}
+# Each image is keyed by a hash of its inputs (Containerfile, context files,
+# build arguments, its base's key); a rerun with unchanged inputs builds nothing.
+#
+#   hack/build-images.sh                              build (or reuse) all images
+#   REGISTRY=registry.example.org/t2 PUSH=1 hack/build-images.sh
+#                                                     tag for and push to a registry
+# Prints one line per image: name, tag, key, seconds spent, OCI archive size.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+CACHE="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+IMAGES="$CACHE/images"
+OCI="$IMAGES/oci"
+WHEELS="$IMAGES/wheels"
+REGISTRY="${REGISTRY:-localhost}"
+REGISTRY="${REGISTRY%/}"
+PUSH="${PUSH:-0}"
+SUITE=bookworm
+DISTRIBUTED_VERSION=2024.12.1
+PAUSE_VERSION=3.10
+K8S_VERSION=v1.31.4
+VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/operator/pyproject.toml" | head -n1)"
+
+mkdir -p "$OCI" "$WHEELS" "$IMAGES/context"
+B=(buildah --storage-driver vfs --root "$IMAGES/storage" --runroot "$IMAGES/runroot")
+
+log() { printf '[build-images] %s\n' "$*" >&2; }
+need() { command -v "$1" >/dev/null || { log "$1 is missing: run hack/install-realnode-deps.sh"; exit 1; }; }
+need buildah; need debootstrap; need gcc; need go
+
+# One build at a time per cache.
+exec 9>"$IMAGES/.lock"
+flock 9
+
+# The Debian mirror this machine's apt uses (deb822 or one-line sources).
+mirror() {
+  local m
+  m="$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)"
+  [ -n "$m" ] || m="$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+                      | awk '{print $2}' | grep -v security | head -n1 || true)"
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# tree_hash DIR: one hash over the names and contents of DIR's files.
+tree_hash() {
+  (cd "$1" && find . -type f ! -name rootfs.tar -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+}
+
+# context NAME SRC...: a fresh build context in the cache holding the given
+# repository paths (the work tree's .venv and caches never enter an image).
+context() {
+  local dir="$IMAGES/context/$1"; shift
+  rm -rf "$dir" && mkdir -p "$dir"
+  local path
+  for path in "$@"; do
+    mkdir -p "$dir/$(dirname "$path")"
+    cp -a "$REPO/$path" "$dir/$path"
+  done
+  # The operator's tests are not part of any image (and change more often than it).
+  rm -rf "$dir/operator/tests"
+  find "$dir" \( -name __pycache__ -o -name '*.egg-info' -o -name .pytest_cache -o -name build \) -prune -exec rm -rf {} +
+  echo "$dir"
+}
+
+declare -A KEY
+REPORT="$IMAGES/report.tsv"
+
+# have_image TAG KEY: the OCI archive for KEY exists; load it into storage if needed.
+have_image() {
+  local name=$1 tag=$2 key=$3 archive="$OCI/$1.tar"
+  [ -f "$archive" ] && [ "$(cat "$OCI/$name.key" 2>/dev/null)" = "$key" ] || return 1
+  if ! "${B[@]}" inspect --type image "$tag" >/dev/null 2>&1; then
+    "${B[@]}" pull -q "oci-archive:$archive" >/dev/null
+  fi
+  return 0
+}
+
+# build NAME TAG CONTEXT CONTAINERFILE KEY_EXTRA [buildah bud args...]
+build() {
+  local name=$1 tag=$2 ctx=$3 file=$4 extra=$5; shift 5
+  local key
+  key="$(printf '%s\n' "$(tree_hash "$ctx")" "$extra" "$tag" "$*" | sha256sum | cut -c1-16)"
+  KEY[$name]=$key
+  if have_image "$name" "$tag" "$key"; then
+    log "$name: inputs unchanged ($key), reusing $OCI/$name.tar"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$tag" "$key" "cached" "$(stat -c %s "$OCI/$name.tar")"
+    return 0
+  fi
+  log "$name: building $tag ($key)"
+  local start end
+  start=$(date +%s.%N)
+  "${B[@]}" bud --quiet --isolation chroot --network host --layers=false \
+    -f "$file" -t "$tag" "$@" "$ctx" >/dev/null
+  rm -f "$OCI/$name.tar" "$OCI/$name.key"
+  "${B[@]}" push -q "$tag" "oci-archive:$OCI/$name.tar.tmp:$tag" >/dev/null
+  mv "$OCI/$name.tar.tmp" "$OCI/$name.tar"
+  echo "$key" > "$OCI/$name.key"
+  end=$(date +%s.%N)
+  local seconds size
+  seconds=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.0f", b-a}')
+  size=$(stat -c %s "$OCI/$name.tar")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$name" "$tag" "$key" "$seconds" "$size" >> "$REPORT"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$tag" "$key" "${seconds}s" "$size"
+}
+
+# 1. Debian base: debootstrap minbase from this machine's mirror.
+build_debian() {
+  local tag="$REGISTRY/switchyard-debian:$SUITE" m ctx
+  m="$(mirror)"
+  ctx="$IMAGES/context/debian"
+  local key_inputs="$SUITE $m $(sha256sum "$REPO/images/debian/Containerfile" | cut -c1-16) $(sha256sum "$0" | cut -c1-16)"
+  local key
+  key="$(printf '%s' "$key_inputs" | sha256sum | cut -c1-16)"
+  if have_image debian "$tag" "$key"; then
+    KEY[debian]=$key
+    log "debian: inputs unchanged ($key), reusing $OCI/debian.tar"
+    printf '%s\t%s\t%s\t%s\t%s\n' debian "$tag" "$key" cached "$(stat -c %s "$OCI/debian.tar")"
+    return 0
+  fi
+  log "debian: debootstrap $SUITE from $m"
+  local start root
+  start=$(date +%s.%N)
+  rm -rf "$ctx" && mkdir -p "$ctx"
+  root="$(mktemp -d "$IMAGES/rootfs.XXXXXX")"
+  debootstrap --variant=minbase "$SUITE" "$root" "$m" >"$IMAGES/debootstrap.log" 2>&1 \
+    || { log "debootstrap failed: $IMAGES/debootstrap.log"; rm -rf "$root"; exit 1; }
+  echo "deb $m $SUITE main" > "$root/etc/apt/sources.list"
+  rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
+         "$root"/var/log/*.log "$root"/tmp/*
+  tar --numeric-owner -C "$root" -cf "$ctx/rootfs.tar" .
+  rm -rf "$root"
+  cp "$REPO/images/debian/Containerfile" "$ctx/"
+  local t0=$start
+  build debian "$tag" "$ctx" "$ctx/Containerfile" "$key_inputs" >/dev/null
+  # build() keys on the context too; the base's key is its inputs only (the tar
+  # differs between runs by timestamps), so store that one.
+  echo "$key" > "$OCI/debian.key"
+  KEY[debian]=$key
+  local seconds
+  seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f", b-a}')
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" debian-total "$tag" "$key" "$seconds" "$(stat -c %s "$OCI/debian.tar")" >> "$REPORT"
+  printf '%s\t%s\t%s\t%s\t%s\n' debian "$tag" "$key" "${seconds}s" "$(stat -c %s "$OCI/debian.tar")"
+  rm -f "$ctx/rootfs.tar"
+}
+
+# Wheels for the Python images, fetched on the host (pip inside a build
+# container cannot verify TLS here), installed inside with --no-index.
+fetch_wheels() {
+  local key
+  key="$( (cat "$REPO/operator/pyproject.toml"; echo "distributed==$DISTRIBUTED_VERSION setuptools>=77 wheel") | sha256sum | cut -c1-16)"
+  [ "$(cat "$WHEELS/.key" 2>/dev/null)" = "$key" ] && return 0
+  log "wheels: pip wheel for the operator's dependencies and distributed==$DISTRIBUTED_VERSION"
+  local tmp
+  tmp="$(mktemp -d)"
+  cp -a "$REPO/operator" "$tmp/operator"
+  rm -rf "$tmp/operator"/*.egg-info "$tmp/operator/build"
+  python3 -m pip wheel -q -w "$WHEELS" "$tmp/operator" "distributed==$DISTRIBUTED_VERSION" "setuptools>=77" wheel
+  # switchyard itself is installed from the context, not from a wheel.
+  rm -f "$WHEELS"/switchyard-*.whl
+  rm -rf "$tmp"
+  echo "$key" > "$WHEELS/.key"
+}
+
+PIP_OFFLINE=(--build-arg "PIP_INSTALL_OPTIONS=--no-index --find-links /wheels" -v "$WHEELS:/wheels:ro")
+
+build_all() {
+  build_debian
+  local debian="$REGISTRY/switchyard-debian:$SUITE"
+  local python="$REGISTRY/switchyard-python:3.11-$SUITE"
+  local ctx
+  ctx="$(context python images/python/Containerfile)"
+  build python "$python" "$ctx" "$ctx/images/python/Containerfile" "${KEY[debian]}" --build-arg "BASE=$debian"
+
+  fetch_wheels
+  local wheels_key
+  wheels_key="$(cat "$WHEELS/.key")"
+
+  ctx="$(context operator Dockerfile operator)"
+  build operator "$REGISTRY/switchyard:$VERSION" "$ctx" "$ctx/Dockerfile" "${KEY[python]} $wheels_key" \
+    --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
+
+  ctx="$(context xcache images/xcache/Containerfile operator)"
+  build xcache "$REGISTRY/switchyard-xcache:$VERSION" "$ctx" "$ctx/images/xcache/Containerfile" \
+    "${KEY[python]} $wheels_key" --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
+
+  ctx="$(context dask images/dask/Containerfile operator)"
+  build dask "$REGISTRY/switchyard-dask:$VERSION" "$ctx" "$ctx/images/dask/Containerfile" \
+    "${KEY[python]} $wheels_key" --build-arg "BASE=$python" \
+    --build-arg "DISTRIBUTED_VERSION=$DISTRIBUTED_VERSION" "${PIP_OFFLINE[@]}"
+
+  # pause: static pause.c from the Kubernetes module the tools are built from.
+  local src
+  src="$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/build/pause/linux/pause.c"
+  if [ ! -f "$src" ]; then
+    (cd "$(mktemp -d)" && go mod init switchyard.local/pause >/dev/null 2>&1 \
+       && GOFLAGS=-mod=mod go mod download "k8s.io/kubernetes@$K8S_VERSION")
+  fi
+  ctx="$(context pause images/pause/Containerfile)"
+  cp "$src" "$ctx/pause.c"
+  gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-switchyard" -o "$ctx/images/pause/pause" "$src"
+  strip "$ctx/images/pause/pause"
+  rm -f "$ctx/pause.c"
+  # The key: pause.c's hash (the static binary differs by build path only).
+  build pause "$REGISTRY/pause:$PAUSE_VERSION" "$ctx/images/pause" "$ctx/images/pause/Containerfile" \
+    "$(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion)"
+}
+
+build_all
+# vfs keeps every image as a full copy: drop the ones no tag names any more.
+"${B[@]}" rmi --prune >/dev/null 2>&1 || true
+
+if [ "$PUSH" = 1 ]; then
+  [ "$REGISTRY" != localhost ] || { log "PUSH=1 needs REGISTRY=host/path"; exit 1; }
+  for tag in "$REGISTRY/switchyard:$VERSION" "$REGISTRY/switchyard-xcache:$VERSION" \
+             "$REGISTRY/switchyard-dask:$VERSION" "$REGISTRY/pause:$PAUSE_VERSION"; do
+    log "pushing $tag"
+    "${B[@]}" push "$tag" "docker://$tag"
+  done
+fi
+log "images in $OCI"
