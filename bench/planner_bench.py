@@ -36,7 +36,8 @@ from switchyard.api.xcachepool import InlinePool  # noqa: E402
 from switchyard.planner import FleetRequest, Placement, PoolRequest, baselines, plan  # noqa: E402
 from switchyard.planner.flow import evaluate  # noqa: E402
 from switchyard.planner.packing import witness  # noqa: E402
-from switchyard.planner.solver import GBPS_TOLERANCE, UTIL_TOLERANCE, stay_placement, staying  # noqa: E402
+from switchyard.planner.stages import UTIL_TOLERANCE  # noqa: E402
+from switchyard.planner.stay import GBPS_TOLERANCE, stay_placement, staying  # noqa: E402
 from switchyard.topology import SwitchNodes, Topology, TopologyFile, load_topology, snapshot  # noqa: E402
 
 TARGET_BOUND_RATIO = 0.99
@@ -161,7 +162,7 @@ def staying_unchecked(topology: Topology, case: Case, current: Placement):
 def node_loss(case: Case, first, kind: str) -> dict:
     """Drop one node (the busiest worker node, or a cache host) and re-plan from the current placement.
 
-    Compared with *staying* (solver.staying): every surviving pod where it is (the lost cache host gone,
+    Compared with *staying* (stay.staying): every surviving pod where it is (the lost cache host gone,
     readers of a switch left without a cache on the ring). Moves beyond staying's are what the objective
     asked for only if staying does not fit the nodes, or delivers less, or at equal Gbps peaks higher."""
     packing = witness(case.topology, case.pools, case.fleets, first.placement)
@@ -321,7 +322,7 @@ def markdown(rows: list[dict], env: dict, checks: list[dict]) -> str:
               "for reference. *Staying* keeps every surviving pod where it is (readers of a switch left without a "
               "cache go to the ring, which counts as moves; pods with no room left on their switch go where "
               "there is room, and 'fits' says whether any had to), with ring weights re-planned for it (weights move no "
-              "pod); it is `switchyard.planner.solver.staying`, the same candidate the planner weighs its re-plan "
+              "pod); it is `switchyard.planner.stay.staying`, the same candidate the planner weighs its re-plan "
               "against. A re-plan that moves more than staying is justified only if the re-plan delivers more "
               "Gbps than staying, or at Gbps equal within "
               f"{GBPS_TOLERANCE:.1%} peaks lower: the objective order (Gbps, then peak, then moves). The planner "

@@ -28,9 +28,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def _render(args: argparse.Namespace) -> int:
     from .render import render_files
+    from .settings import Settings
 
     try:
-        docs = render_files(args.filename, args.topology)
+        docs = render_files(args.filename, args.topology, Settings.from_environment())
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

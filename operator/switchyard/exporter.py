@@ -22,11 +22,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .api.xcachepool import XCachePoolBody
-from .xrootd.config import DEFAULT_EXPORTER_PORT, meta_space_path
+from .exporterspec import DEFAULT_METRICS_PORT
+from .xrootd.config import DEFAULT_EXPORTER_PORT
 from .xrootd.monitoring import CacheTotals, MalformedPacket, Summary, decode
 
-DEFAULT_METRICS_PORT = 9933
 PREFIX = "switchyard_xcache_"
 LABELS = ("pool", "host", "switch")
 
@@ -185,18 +184,6 @@ def _gauge(name: str, documentation: str, labels: list[str], value: float) -> Ga
     family = GaugeMetricFamily(PREFIX + name, documentation, labels=list(LABELS))
     family.add_metric(labels, value)
     return family
-
-
-def exporter_args(pool: XCachePoolBody, *, pool_name: str, switch: str,
-                  exporter_port: int = DEFAULT_EXPORTER_PORT, metrics_port: int = DEFAULT_METRICS_PORT) -> list[str]:
-    """Arguments after `switchyard exporter` for a sidecar of `pool` (host from NODE_NAME)."""
-    args = ["--pool", pool_name, "--switch", switch,
-            "--udp", f"127.0.0.1:{exporter_port}", "--metrics-port", str(metrics_port),
-            "--meta-path", meta_space_path(pool),
-            "--low-watermark", str(pool.pfc.low_watermark), "--high-watermark", str(pool.pfc.high_watermark)]
-    for path in pool.storage.data_paths:
-        args += ["--data-path", path]
-    return args
 
 
 def _host_port(text: str) -> tuple[str, int]:

@@ -11,13 +11,12 @@ them. The schema already refuses paths that are not normalised ('..', '.',
 '//', a trailing '/'); the check here normalises again, so it holds for
 objects stored before that rule too.
 
-Pure: the handlers read the policy once and ask `refusal(paths)` before any
-child write.
+Pure: the operator reads the policy once with its settings (settings.py), and
+the desired-state functions ask `refusal(paths, policy)` before any child write.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import posixpath
 from collections.abc import Iterable, Mapping
@@ -69,15 +68,8 @@ class HostPathPolicy:
         return sorted({p for p in paths if not self.allows(p)})
 
 
-@functools.lru_cache(maxsize=1)
-def configured() -> HostPathPolicy:
-    """The operator's policy, read once from its environment (the chart sets it)."""
-    return HostPathPolicy.from_environment()
-
-
-def refusal(paths: Iterable[str], policy: HostPathPolicy | None = None) -> dict[str, cond.State] | None:
+def refusal(paths: Iterable[str], policy: HostPathPolicy) -> dict[str, cond.State] | None:
     """Conditions for disks outside the allowlist (Ready=False, HostPathNotAllowed), else None."""
-    policy = policy or configured()
     blocked = policy.disallowed(paths)
     if not blocked:
         return None

@@ -13,14 +13,13 @@ Docker Hub's short names are matched in both spellings, so the entry
 is a registry (`docker.io/ghcr.io/x`) is never shortened, so it cannot pose as
 an image of that registry.
 
-Pure: the handlers read the policy once from the environment and ask
-`refusal(images)` before any child write.
+Pure: the operator reads the policy once with its settings (settings.py), and
+the desired-state functions ask `refusal(images, policy)` before any child write.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import functools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -88,25 +87,14 @@ class ImagePolicy:
         return sorted({image for image in images if image and not self.allows(image)})
 
 
-@functools.lru_cache(maxsize=1)
-def configured() -> ImagePolicy:
-    """The operator's policy, read once from its environment (the chart sets it)."""
-    return ImagePolicy.from_environment()
-
-
-def disallowed_images(images: Iterable[str], policy: ImagePolicy | None = None) -> list[str]:
-    return (policy or configured()).disallowed_images(images)
-
-
 def explain(disallowed: list[str], policy: ImagePolicy) -> str:
     allowed = ", ".join(policy.entries)
     return (f"image{'s' if len(disallowed) > 1 else ''} {', '.join(disallowed)} not allowed by the operator's "
             f"image allowlist ({ENV}: {allowed}); nothing was created or changed")
 
 
-def refusal(images: Iterable[str], policy: ImagePolicy | None = None) -> dict[str, cond.State] | None:
+def refusal(images: Iterable[str], policy: ImagePolicy) -> dict[str, cond.State] | None:
     """Conditions for an object that asks for a disallowed image (Ready=False, ImageNotAllowed), else None."""
-    policy = policy or configured()
     blocked = policy.disallowed_images(images)
     if not blocked:
         return None

@@ -1,4 +1,10 @@
-"""Offline: a facility file on a topology file → every manifest it would become."""
+"""Offline: a facility file on a topology file → every manifest it would become.
+
+It calls the very desired-state functions the handlers call (switchyard.desired),
+on a cluster as the topology file describes it with nothing running yet, so the
+preview cannot drift from what the operator creates. Secrets' keys are shown as
+placeholders: they are read from (or generated into) Secrets on a cluster.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,21 @@ import yaml
 from pydantic import ValidationError
 
 from . import planner
-from .api import AnalysisFacilitySpec, WorkerFleetSpec, XCachePoolSpec
-from .api.plans import FleetPlan, PoolPlan
-from .builders.facility import build_children
-from .builders.workerfleet import build_fleet
-from .builders.xcachepool import build_pool
+from .api import AnalysisFacilitySpec, S3StagingSpec
+from .builders.s3staging import build_staging
+from .desired import Outcome
+from .desired.facility import desired_facility
+from .desired.workerfleet import desired_fleet, fleet_intent
+from .desired.xcachepool import desired_pool
 from .planner import FleetRequest, PoolRequest
-from .topology import load_topology, format_validation_error, snapshot
+from .settings import Settings
+from .topology import format_validation_error, load_topology, snapshot
 
-EXPORTER_IMAGE = "ghcr.io/switchyard-dev/switchyard:0.1.0"
+PLACEHOLDER_KEYS = ("<accessKey from the Secret>", "<secretKey from the Secret>")
+
+
+class RenderError(ValueError):
+    """The facility cannot be rendered: the reason a cluster would report as its Ready condition."""
 
 
 def load_facility(path: str) -> tuple[dict, AnalysisFacilitySpec]:
@@ -32,33 +44,52 @@ def load_facility(path: str) -> tuple[dict, AnalysisFacilitySpec]:
 
 def plan_files(facility_path: str, topology_path: str) -> tuple[dict, AnalysisFacilitySpec, planner.Plan]:
     doc, spec = load_facility(facility_path)
-    topo = load_topology(yaml.safe_load(pathlib.Path(topology_path).read_text()) or {}, topology_path)
-    topology = snapshot(topo.node_infos(), spec.network)
+    topology = snapshot(_nodes(topology_path), spec.network)
     plan = planner.plan(topology, [PoolRequest(p.name, p) for p in spec.cache_pools],
                         [FleetRequest(f.name, f) for f in spec.fleets], spec.routing)
     return doc, spec, plan
 
 
-def render_files(facility_path: str, topology_path: str) -> list[dict]:
-    doc, spec, plan = plan_files(facility_path, topology_path)
+def _nodes(topology_path: str):
+    return load_topology(yaml.safe_load(pathlib.Path(topology_path).read_text()) or {}, topology_path).node_infos()
+
+
+def _children(outcome: Outcome, what: str) -> list[dict]:
+    if not outcome.converges:
+        ready = outcome.states["Ready"]
+        raise RenderError(f"{what}: Ready={'True' if ready.status else 'False'} {ready.reason}: {ready.message}")
+    return outcome.children
+
+
+def render_files(facility_path: str, topology_path: str, settings: Settings | None = None) -> list[dict]:
+    """The facility's children and theirs, as the operator would apply them on that topology."""
+    settings = settings or Settings()
+    doc, _ = load_facility(facility_path)
     name = doc["metadata"]["name"]
     namespace = doc["metadata"].get("namespace", "default")
+    nodes = _nodes(topology_path)
+    children = _children(desired_facility(name, doc["spec"], None, nodes, [], [], settings), f"AnalysisFacility {name}")
+    by_name = {(c["kind"], c["metadata"]["name"]): c for c in children}
     out = []
-    for child in build_children(name, spec, plan):
+    for child in children:
         child["metadata"]["namespace"] = namespace
         out.append(child)
-        data = (child.get("status") or {}).get("plan") or {}
-        child_name = child["metadata"]["name"]
+        child_name, what = child["metadata"]["name"], f"{child['kind']} {child['metadata']['name']}"
         if child["kind"] == "XCachePool":
-            pool, pool_plan = XCachePoolSpec.model_validate(child["spec"]), PoolPlan.model_validate(data)
-            grandchildren = build_pool(child_name, pool, {sw: list(n) for sw, n in pool_plan.hosts.items()},
-                                       pool_plan.switch_label, EXPORTER_IMAGE)
+            grandchildren = _children(desired_pool(child_name, namespace, child["spec"], child["status"], {}, nodes,
+                                                   settings), what)
         elif child["kind"] == "WorkerFleet":
-            fleet = WorkerFleetSpec.model_validate(child["spec"])
-            grandchildren = build_fleet(child_name, namespace, fleet, FleetPlan.model_validate(data),
-                                        helper_image=EXPORTER_IMAGE)
+            staging = child["spec"].get("staging")
+            intent = fleet_intent(child_name, namespace, child["spec"], child["status"], settings,
+                                  staging=by_name.get(("S3Staging", staging)) if staging else None)
+            if isinstance(intent, Outcome):
+                _children(intent, what)
+            grandchildren = _children(desired_fleet(child_name, namespace, intent, intent.plan.workers, {}, settings),
+                                      what)
         else:
-            grandchildren = []
+            spec = S3StagingSpec.model_validate(child["spec"])
+            grandchildren = build_staging(child_name, namespace, spec, PLACEHOLDER_KEYS,
+                                          PLACEHOLDER_KEYS if spec.embedded else None)
         for obj in grandchildren:
             obj["metadata"]["namespace"] = namespace
         out.extend(grandchildren)

@@ -8,8 +8,8 @@ the NVMe disks (see README: why host paths, and the Pod Security level).
 from __future__ import annotations
 
 from ..api.xcachepool import EXPORTER_REQUESTS, XCachePoolSpec
-from ..exporter import DEFAULT_METRICS_PORT as METRICS_PORT
-from ..exporter import exporter_args
+from ..exporterspec import DEFAULT_METRICS_PORT as METRICS_PORT
+from ..exporterspec import exporter_args
 from ..xrootd import config_checksum, directories_to_create, render_config, render_scitokens_config
 from ..xrootd.config import DEFAULT_EXPORTER_PORT as EXPORTER_PORT
 from ..xrootd.config import SCITOKENS_CONFIG_PATH, TLS_DIR

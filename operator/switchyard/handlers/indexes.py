@@ -1,9 +1,14 @@
-"""In-memory views kept by kopf: nodes, and the workloads switchyard owns."""
+"""In-memory views kept by kopf: nodes, the workloads switchyard owns, and switchyard's own objects.
+
+Indexes hold only what a reconcile reads (names, owners, conditions, plans,
+and a fleet's spec), so a tick costs no request to the API server.
+"""
 
 from __future__ import annotations
 
 import kopf
 
+from ..api import GROUP, VERSION
 from ..apply import OWNER_UID_LABEL
 from ..builders.common import SWITCH_LABEL
 from ..topology import NodeInfo, node_info
@@ -58,3 +63,55 @@ def per_switch(workloads: list[dict]) -> dict[str, dict]:
             for key in total:
                 total[key] += w[key]
     return totals
+
+
+def _object(body, with_spec: bool = False) -> dict:
+    """A switchyard object as the facility reads it: kind, name, owners, conditions and plan."""
+    meta, status = body["metadata"], body.get("status") or {}
+    out = {"kind": body["kind"],
+           "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+                        "ownerReferences": [{"uid": r.get("uid")} for r in meta.get("ownerReferences") or ()]},
+           "status": {k: status[k] for k in ("conditions", "plan", "switches") if k in status}}
+    if with_spec:
+        out["spec"] = dict(body.get("spec") or {})
+    return out
+
+
+def _by_owner(body) -> dict:
+    return {ref.get("uid"): _object(body) for ref in body["metadata"].get("ownerReferences") or () if ref.get("controller")}
+
+
+@kopf.index(GROUP, VERSION, "xcachepools")
+def pool_index(body, **_):
+    """owner uid -> its XCachePools."""
+    return _by_owner(body)
+
+
+@kopf.index(GROUP, VERSION, "s3stagings")
+def staging_index(body, **_):
+    """owner uid -> its S3Stagings."""
+    return _by_owner(body)
+
+
+@kopf.index(GROUP, VERSION, "workerfleets")
+def fleet_index(body, **_):
+    """owner uid -> its WorkerFleets, and (namespace, facility) -> every WorkerFleet naming that facility."""
+    fleet = _object(body, with_spec=True)
+    facility = ((body.get("spec") or {}).get("facilityRef") or {}).get("name")
+    keys = {ref.get("uid") for ref in body["metadata"].get("ownerReferences") or () if ref.get("controller")}
+    out = {uid: fleet for uid in keys}
+    if facility:
+        out[(body["metadata"]["namespace"], facility)] = fleet
+    return out
+
+
+def owned_objects(uid: str, *indexes) -> list[dict]:
+    """The switchyard objects `uid` owns, from the pool, fleet and staging indexes."""
+    return [obj for index in indexes for obj in index.get(uid, [])]
+
+
+def attached_fleets(fleet_index, namespace: str, facility: str, uid: str) -> list[dict]:
+    """WorkerFleets an analysis team applied that attach to this facility (not the facility's own)."""
+    return sorted((f for f in fleet_index.get((namespace, facility), [])
+                   if not any(r.get("uid") == uid for r in f["metadata"]["ownerReferences"])),
+                  key=lambda f: f["metadata"]["name"])

@@ -10,7 +10,6 @@ import base64
 import binascii
 import datetime
 import hashlib
-import os
 import secrets
 import time
 from dataclasses import dataclass
@@ -20,23 +19,23 @@ import kopf
 from .. import conditions as cond
 from ..api import GROUP, VERSION, S3StagingSpec
 from ..builders.s3staging import (ACCESS_KEY, CHILD_KINDS, SECRET_KEY, build_staging, consumer_secret_name,
-                                  endpoint_url, region, root_secret_name, staging_env)
+                                  endpoint_url, region, root_secret_name)
 from ..imagepolicy import refusal
 from ..metrics import (MANAGED_OBJECTS, S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_BUCKET_QUOTA_BYTES, S3_ERRORS,
                        S3_EXPIRED_OBJECTS)
 from ..s3 import S3, Credentials, Endpoint, S3Error
 from ..s3.staging import Observation, Tracker, assess, human_bytes, reclaim
-from .common import CONFIG, ObjectEvents, converge, kube, register, validate, write_status
+from ..desired import validate
+from ..settings import current
+from .client import kube
+from .converge import NameTaken, converge
+from .loop import register
+from .status import ObjectEvents, write_status
 from .indexes import workloads_of
 
 KIND = "S3Staging"
 PLURAL = "s3stagings"
 
-# Deletion with reclaimPolicy Delete: retry with backoff; after PATIENCE failed
-# attempts, say so loudly (condition + warning event) with how to release.
-DELETE_RETRY_SECONDS = float(os.environ.get("SWITCHYARD_S3_DELETE_RETRY_SECONDS", "5"))
-DELETE_RETRY_MAX_SECONDS = float(os.environ.get("SWITCHYARD_S3_DELETE_RETRY_MAX_SECONDS", "300"))
-DELETE_PATIENCE = int(os.environ.get("SWITCHYARD_S3_DELETE_PATIENCE", "6"))
 
 
 class Blocked(Exception):
@@ -183,7 +182,7 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
     if spec is None:
         write_status(KIND, body, {}, cond.failed("InvalidSpec", error), logger)
         return
-    if spec.embedded and (refused := refusal([spec.embedded.image])):
+    if spec.embedded and (refused := refusal([spec.embedded.image], current().images)):
         write_status(KIND, body, {}, refused, logger)
         return
     url = endpoint_url(name, namespace, spec)
@@ -197,7 +196,11 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
     consumer = (access.consumer.access_key, access.consumer.secret_key)
     root = (access.root.access_key, access.root.secret_key) if access.root else None
     desired = build_staging(name, namespace, spec, consumer, root)
-    converge(body, desired, CHILD_KINDS, logger)
+    try:
+        converge(body, desired, CHILD_KINDS, logger)
+    except NameTaken as exc:
+        write_status(KIND, body, base, exc.states(), logger)
+        return
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))
 
     if spec.embedded is not None:
@@ -208,7 +211,7 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
             return
 
     obs = tracker.observe(client_for(uid, access), spec, datetime.datetime.now(datetime.timezone.utc),
-                          time.monotonic(), CONFIG.resync_seconds)
+                          time.monotonic(), current().resync_seconds)
     if obs.error is not None:
         _count_error(namespace, name, obs.error)
     _export(uid, namespace, name, obs)
@@ -228,7 +231,8 @@ def release_hint(namespace: str, name: str) -> str:
 
 def retry_delay(retry: int) -> float:
     """Backoff for the reclaim finalizer: base, 2×base, 4×base, ... capped."""
-    return min(DELETE_RETRY_MAX_SECONDS, DELETE_RETRY_SECONDS * 2 ** min(retry, 30))
+    settings = current()
+    return min(settings.s3_delete_retry_max_seconds, settings.s3_delete_retry_seconds * 2 ** min(retry, 30))
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, id="S3Staging-reclaim")
@@ -259,10 +263,11 @@ def reclaim_on_delete(body, logger, retry: int = 0, **_) -> None:
             _count_error(namespace, name, exc)
         attempt, delay = retry + 1, retry_delay(retry)
         message = f"cannot delete bucket(s) {names} on {url} (attempt {attempt}, next in {delay:.0f}s): {exc}"
-        if attempt >= DELETE_PATIENCE:
+        patience = current().s3_delete_patience
+        if attempt >= patience:
             message += f"; {release_hint(namespace, name)}"
             states = cond.failed("DeletionBlocked", message, degraded=True)
-            if attempt == DELETE_PATIENCE or (attempt - DELETE_PATIENCE) % DELETE_PATIENCE == 0:
+            if attempt == patience or (attempt - patience) % patience == 0:
                 events.warning(message, reason="DeletionBlocked")
         else:
             states = cond.progressing("Deleting", message)
@@ -273,19 +278,3 @@ def reclaim_on_delete(body, logger, retry: int = 0, **_) -> None:
     total = sum(removed.values())
     events.info(f"Deleted bucket(s) {names} and {total} object(s) from {url} (reclaimPolicy Delete)", reason="Reclaimed")
     forget(uid, namespace, name)
-
-
-# ------------------------------------------------------------------ fleets
-def fleet_staging_env(namespace: str, staging: str) -> tuple[list[dict], str]:
-    """Worker environment for a fleet whose spec.staging names `staging`: (env, problem).
-
-    The keys appear only as references to the staging area's consumer Secret.
-    `problem` is non-empty when the S3Staging is missing or invalid.
-    """
-    obj = kube().get(KIND, namespace, staging)
-    if obj is None:
-        return [], f"S3Staging {staging} not found"
-    spec, error = validate(S3StagingSpec, obj.get("spec") or {})
-    if spec is None:
-        return [], f"S3Staging {staging} is invalid: {error}"
-    return staging_env(staging, namespace, spec), ""

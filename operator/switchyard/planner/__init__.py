@@ -1,7 +1,9 @@
 """Placement: which switch runs which caches and workers, and the predicted load.
 
-`plan` is the switch-aware planner (solver.py: the placement model solved with
-HiGHS). `spread.plan` and the functions in baselines.py are the comparisons.
+`plan` is the switch-aware planner (solver.py runs the stages of stages.py,
+realise.py and stay.py: the placement model solved with HiGHS). The
+comparisons the benches and `switchyard plan` make are in baselines/ (the
+default scheduler, a random placement, and the spine planner spread.py).
 """
 
 from .model import FleetRequest, Placement, Plan, PoolRequest, Unsatisfiable, UplinkLoad

@@ -35,9 +35,9 @@ from prom import run_prometheus
 from xrootd_fixtures import (Account, cache_pool, free_port, require, start_cache, start_exporter, start_origin,
                              wait_until, workspace, xrdcp)
 
-from switchyard import dashboards
+from switchyard.generate import dashboards
 from switchyard.apply import Kube
-from switchyard.exporter import exporter_args
+from switchyard.exporterspec import exporter_args
 from switchyard.metrics import catalog, series_names
 
 pytestmark = pytest.mark.integration

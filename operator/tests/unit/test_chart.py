@@ -15,7 +15,7 @@ import subprocess
 import pytest
 import yaml
 
-from switchyard import chartvalues
+from switchyard.generate import chartvalues
 from switchyard.apply import RESOURCES
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from switchyard.api import KINDS
-from switchyard.api.crdgen import crd, model_schema
+from switchyard.generate.crds import crd, model_schema
 from switchyard.api.analysisfacility import AnalysisFacilitySpec
 from switchyard.api.workerfleet import WorkerFleetSpec
 from switchyard.api.xcachepool import XCachePoolSpec

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from switchyard import dashboards
+from switchyard.generate import dashboards
 from switchyard.metrics import catalog, series_names
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

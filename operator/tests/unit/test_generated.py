@@ -2,7 +2,7 @@
 
 import pathlib
 
-from switchyard.api.generate import generated_files
+from switchyard.generate.files import generated_files
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 

@@ -12,7 +12,7 @@ from switchyard.api.plans import FleetPlan, PoolPlan, decode
 from switchyard.api.s3staging import Bucket, External
 from switchyard.builders.common import child_name
 from switchyard.conditions import printable
-from switchyard.handlers.analysisfacility import _plan
+from switchyard.desired.facility import plan_with_attached as _plan
 from switchyard.planner import Unsatisfiable
 from switchyard.topology import snapshot
 from switchyard.topology import load_topology
@@ -51,8 +51,8 @@ def test_well_formed_paths_outside_the_default_allowlist_are_refused(path):
 
 @pytest.mark.parametrize("path", ["/mnt/nvme0", "/data/cache/disk1", "/srv/xcache-meta"])
 def test_paths_below_an_allowed_directory_pass(path):
-    assert hostpaths.HostPathPolicy().allows(path) and hostpaths.refusal([path]) is None or \
-        hostpaths.HostPathPolicy().allows(path)
+    assert hostpaths.HostPathPolicy().allows(path)
+    assert hostpaths.refusal([path], hostpaths.HostPathPolicy()) is None
 
 
 def test_the_admins_list_is_normalised_and_never_admits_the_root():

@@ -7,7 +7,7 @@ import pytest
 from switchyard import imagepolicy
 from switchyard.api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE
 from switchyard.api.xcachepool import DEFAULT_XCACHE_IMAGE
-from switchyard.imagepolicy import ImagePolicy, disallowed_images, pod_images, refusal, spellings
+from switchyard.imagepolicy import ImagePolicy, pod_images, refusal, spellings
 
 SITE = ImagePolicy.parse("ghcr.io/switchyard/, opensciencegrid/xcache:,,docker.io/library/python:3.12*")
 
@@ -69,13 +69,12 @@ def test_refusal_is_ready_false_with_reason_and_image():
     assert refusal(["ghcr.io/switchyard/ok:1"], SITE) is None
 
 
-def test_configured_reads_the_environment(monkeypatch):
-    monkeypatch.setenv(imagepolicy.ENV, "ghcr.io/dask/")
-    imagepolicy.configured.cache_clear()
-    try:
-        assert disallowed_images([DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE]) == [DEFAULT_TASKVINE_IMAGE]
-    finally:
-        imagepolicy.configured.cache_clear()
+def test_the_settings_read_the_environment():
+    from switchyard.settings import Settings
+    settings = Settings.from_environment({imagepolicy.ENV: "ghcr.io/dask/", "SWITCHYARD_ALLOWED_HOST_PATHS": "/nvme/"})
+    assert settings.images.disallowed_images([DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE]) == [DEFAULT_TASKVINE_IMAGE]
+    assert settings.host_paths.prefixes == ("/nvme/",)
+    assert Settings.from_environment({}).images.enabled is False
 
 
 def test_defaults_pass_an_allowlist_of_their_registries():

@@ -6,9 +6,11 @@ import dataclasses
 
 import pytest
 
-from switchyard.planner import Unsatisfiable, baselines, plan, spread
+from switchyard.planner import Unsatisfiable, baselines, plan
+from switchyard.planner.baselines import spread
 from switchyard.planner.packing import witness
-from switchyard.planner.solver import UTIL_TOLERANCE, better, staying
+from switchyard.planner.stages import UTIL_TOLERANCE
+from switchyard.planner.stay import better, staying
 from switchyard.topology import SwitchNodes, Topology
 
 from test_planner_cases import fleet, nodes, peak, pool, switch, topology, total_workers
@@ -273,7 +275,7 @@ def test_a_replan_moves_more_than_staying_only_when_it_is_better():
 
 
 def a_large_facility():
-    """Enough (fleet, switch) integers for the large-model path (solver.EXACT_LIMIT)."""
+    """Enough (fleet, switch) integers for the large-model path (stages.EXACT_LIMIT)."""
     switches = [switch(f"s{i:02d}", (40, 80, 100)[i % 3], nodes("w", count=6, cpu=64, nic=25),
                        *([nodes("c", count=2, cpu=32, nic=100, nvme=2)] if i % 2 == 0 else []))
                 for i in range(20)]
@@ -285,7 +287,7 @@ def a_large_facility():
 def test_large_models_replan_their_own_plan_stably_and_a_loss_only_for_gain():
     from switchyard.planner.formulation import formulate
     from switchyard.planner.problem import build_problem
-    from switchyard.planner.solver import EXACT_LIMIT
+    from switchyard.planner.stages import EXACT_LIMIT
 
     topo, pools, fleets = a_large_facility()
     assert len(formulate(build_problem(topo, pools, fleets), "auto").integers()) > EXACT_LIMIT

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from switchyard.planner import Unsatisfiable, plan
 from switchyard.planner.flow import evaluate, host_serve
 from switchyard.planner.packing import witness
-from switchyard.planner.solver import GBPS_TOLERANCE, UTIL_TOLERANCE, peak, staying
+from switchyard.planner.stages import UTIL_TOLERANCE
+from switchyard.planner.stay import GBPS_TOLERANCE, peak, staying
 from switchyard.topology import GIB, parse_quantity
 
 from test_planner import without

@@ -88,11 +88,13 @@ def test_conditions_error_beats_quota_and_names_the_endpoint():
 
 
 def test_deletion_backoff_grows_to_a_cap_and_the_hint_releases_by_retain():
-    from switchyard.handlers.s3staging import DELETE_RETRY_MAX_SECONDS, DELETE_RETRY_SECONDS, release_hint, retry_delay
+    from switchyard.handlers.s3staging import release_hint, retry_delay
+    from switchyard.settings import current
 
     delays = [retry_delay(n) for n in range(40)]
-    assert delays[0] == DELETE_RETRY_SECONDS and delays[1] == 2 * DELETE_RETRY_SECONDS
-    assert delays == sorted(delays) and max(delays) == DELETE_RETRY_MAX_SECONDS
+    base, cap = current().s3_delete_retry_seconds, current().s3_delete_retry_max_seconds
+    assert delays[0] == base and delays[1] == 2 * base
+    assert delays == sorted(delays) and max(delays) == cap
     hint = release_hint("team-ns", "stage")
     assert "kubectl patch s3staging stage -n team-ns --type merge" in hint and '"reclaimPolicy":"Retain"' in hint
 

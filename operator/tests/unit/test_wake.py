@@ -2,7 +2,7 @@
 
 import asyncio
 
-from switchyard.handlers import common
+from switchyard.handlers import loop as common
 
 
 class Stopped:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import heapq
 import random
 
-from ..topology import Topology
+from ...topology import Topology
 from . import spread
-from .flow import evaluate
-from .model import FleetRequest, Plan, PoolRequest
-from .problem import Problem, build_problem, cache_fits
-from .solver import to_placement, upper_bound
+from ..flow import evaluate
+from ..model import FleetRequest, Plan, PoolRequest
+from ..problem import Problem, build_problem, cache_fits
+from ..realise import to_placement
+from ..stages import upper_bound
 
 
 def default_scheduler(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest],

@@ -1,14 +1,15 @@
-"""Operator-wide kopf settings, applied once at startup."""
+"""At startup: the operator's settings read once from the environment, kopf's own settings, the metrics server."""
 
 from __future__ import annotations
 
 import datetime
 import json
 import logging
-import os
 
 import kopf
 from prometheus_client import start_http_server
+
+from ..settings import Settings, install
 
 PREFIX = "switchyard.dev"
 
@@ -67,6 +68,7 @@ class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, logger, **_):
+    ours = install(Settings.from_environment())
     # Progress and diff-base live in annotations: status belongs to our schema.
     settings.persistence.progress_storage = TolerantProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = TolerantDiffBaseStorage(
@@ -81,9 +83,9 @@ def configure(settings: kopf.OperatorSettings, logger, **_):
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 15
-    settings.execution.max_workers = int(os.environ.get("SWITCHYARD_WORKERS", "8"))
+    settings.execution.max_workers = ours.workers
     settings.batching.error_delays = [1, 2, 5, 10, 20, 30]
-    port = int(os.environ.get("SWITCHYARD_METRICS_PORT", "8080"))
+    port = ours.metrics_port
     if port:
         start_http_server(port)
         logger.info(f"Metrics on :{port}/metrics")

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import GROUP, KINDS, VERSION, Kind
-from .base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN
+from ..api import GROUP, KINDS, VERSION, Kind
+from ..api.base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN
 
 _DROP = {"title", "discriminator"}
 

@@ -6,8 +6,8 @@ can be compared with the switch-aware planner's.
 
 from __future__ import annotations
 
-from ..topology import Host, Topology
-from .model import FleetRequest, Placement, Plan, PoolRequest, Unsatisfiable, UplinkLoad
+from ...topology import Host, Topology
+from ..model import FleetRequest, Placement, Plan, PoolRequest, Unsatisfiable, UplinkLoad
 
 NAME = "spread"
 _GIB = 1024**3

@@ -1,0 +1,50 @@
+"""Desired state, one pure function per kind: what an object should have, and what to report.
+
+    desired(object, observed world, settings) -> Outcome
+
+The observed world is plain data the handler read (its indexes: nodes, owned
+children, workloads; a Secret it fetched): no client, no clock, no globals.
+The handler then converges the children the outcome names (`children is None`:
+touch nothing, the input is bad or waiting) and writes its status. The same
+functions serve `switchyard render`, so the preview is what the operator does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .. import conditions as cond
+from ..topology import format_validation_error
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: dict                                   # status fields beside the conditions
+    states: dict[str, cond.State]                  # Ready, Progressing, Degraded
+    children: list[dict] | None = None             # None: apply and prune nothing
+    errors: tuple[str, ...] = ()                   # lines for the operator's log (already printable)
+    events: tuple[tuple[str, str, str], ...] = ()  # (type, reason, message) to post on the object
+    extra: dict = field(default_factory=dict)      # what the kind's handler needs besides (plan, metrics input)
+
+    @property
+    def converges(self) -> bool:
+        return self.children is not None
+
+
+def held(status: dict, states: dict[str, cond.State], **extra) -> Outcome:
+    """An outcome that changes no child: only the status says why."""
+    return Outcome(status=status, states=states, children=None, extra=extra)
+
+
+def validate(model: type[M], spec: Mapping) -> tuple[M | None, str]:
+    """The spec as its model, or None and every error naming its field."""
+    try:
+        return model.model_validate(dict(spec or {})), ""
+    except ValidationError as exc:
+        return None, format_validation_error(exc, "spec")

@@ -1,0 +1,194 @@
+"""AnalysisFacility: plan the placement; its inline children and the plans of attached fleets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import conditions as cond
+from .. import hostpaths, planner
+from ..api import AnalysisFacilitySpec
+from ..api.plans import FleetPlan, PoolPlan, decode
+from ..api.workerfleet import WorkerFleetSpec
+from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name, refused_fleet_plan
+from ..builders.workerfleet import worker_image
+from ..imagepolicy import refusal
+from ..planner import FleetRequest, Placement, PoolRequest
+from ..settings import Settings
+from ..topology import NodeInfo, snapshot
+from . import Outcome, held, validate
+
+KIND = "AnalysisFacility"
+CHILD_KINDS = ("XCachePool", "WorkerFleet", "S3Staging")
+KEPT_STATUS = ("switches", "caches", "workers", "plan")
+
+
+def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: Sequence[NodeInfo],
+                     children: Sequence[dict], standalone: Sequence[dict], settings: Settings) -> Outcome:
+    """The facility's children, the plans of its attached fleets, and its status.
+
+    `children`: the objects it owns now (kind, metadata, status); `standalone`:
+    WorkerFleets of other owners whose facilityRef names it. Bad input, a
+    refused image or disk, or no possible plan: nothing is applied or pruned.
+    """
+    keep = {k: v for k, v in (old_status or {}).items() if k in KEPT_STATUS}
+    spec, error = validate(AnalysisFacilitySpec, spec_raw)
+    if spec is None:
+        return held(keep, cond.failed("InvalidSpec", error))
+    blocked = refusal(_images(spec), settings.images) or hostpaths.refusal(
+        [path for pool in spec.cache_pools for path in hostpaths.pool_paths(pool.storage)], settings.host_paths)
+    if blocked:
+        return held(keep, blocked)
+
+    topology = snapshot(list(nodes), spec.network)
+    attached = [(f, s) for f in standalone for s in [validate(WorkerFleetSpec, f["spec"])[0]] if s is not None]
+    try:
+        plan, refused = plan_with_attached(topology, spec, attached,
+                                           current_placement(children, standalone, spec, name))
+    except planner.Unsatisfiable as exc:
+        return held(keep, cond.failed(exc.reason, exc.message, degraded=bool(children)))
+    except Exception as exc:  # noqa: BLE001 - a planner fault is this facility's condition, not a crash loop
+        return Outcome(keep, cond.failed("PlanningFailed", f"the planner failed on this input ({type(exc).__name__}); "
+                                         "running children are left as they are", degraded=bool(children)),
+                       errors=(cond.printable(f"Planning failed: {type(exc).__name__}: {exc}"),))
+
+    desired = build_children(name, spec, plan)
+    plans = tuple((f["metadata"]["name"], refused_fleet_plan(name, spec, *refused[f["metadata"]["name"]])
+                   if f["metadata"]["name"] in refused else fleet_plan(name, spec, plan, f["metadata"]["name"], s.pool))
+                  for f, s in attached)
+    status = {
+        "switches": sum(1 for s in topology.switches if s.hosts),
+        "caches": sum(len(n) for by_sw in plan.placement.caches.values() for n in by_sw.values()),
+        "workers": sum(n for by_sw in plan.placement.workers.values() for n in by_sw.values()),
+        "plan": summary(plan),
+    }
+    # A standalone fleet the facility could not place answers for itself (its own condition).
+    watched = _as_desired(desired, children) + [f for f, _ in attached if f["metadata"]["name"] not in refused]
+    states = children_state(watched)
+    problems = plan_problems(topology, plan)
+    if problems:
+        states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
+    return Outcome(status, states, children=desired,
+                   # fleet_plans: (name, plan) of every valid attached fleet, written to its status.plan
+                   extra={"spec": spec, "plan": plan, "fleet_plans": plans})
+
+
+def _as_desired(desired: Sequence[dict], observed: Sequence[dict]) -> list[dict]:
+    """Each desired child as observed; one not seen yet stands for itself, without a status (not ready)."""
+    seen = {(c["kind"], c["metadata"]["name"]): c for c in observed}
+    return [seen.get((d["kind"], d["metadata"]["name"]), {"kind": d["kind"], "metadata": d["metadata"]}) for d in desired]
+
+
+def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[tuple[dict, WorkerFleetSpec]],
+                       current: Placement | None) -> tuple[planner.Plan, dict[str, tuple[str, str]]]:
+    """Plan the facility's own pools and fleets with the standalone fleets it can place.
+
+    One team's fleet must not stop the facility: a standalone fleet naming a
+    pool the facility lacks, or one no node can hold, is left out of the plan
+    and refused alone (returned as {fleet: (reason, message)}); so is one the
+    planner fails on. What fails without any standalone fleet is the facility's.
+    """
+    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
+    inline = [FleetRequest(f.name, f) for f in spec.fleets]
+    pool_names = {p.name for p in spec.cache_pools}
+    refused: dict[str, tuple[str, str]] = {}
+    for fleet, fleet_spec in attached:
+        if fleet_spec.pool is not None and fleet_spec.pool not in pool_names:
+            refused[fleet["metadata"]["name"]] = (
+                "UnknownPool", f"pool {fleet_spec.pool!r} is not one of the facility's cache pools "
+                               f"({', '.join(sorted(pool_names)) or 'it has none'})")
+    while True:
+        requests = [FleetRequest(f["metadata"]["name"], s) for f, s in attached if f["metadata"]["name"] not in refused]
+        try:
+            return planner.plan(topology, pools, inline + requests, spec.routing, current=current), refused
+        except planner.Unsatisfiable as exc:
+            if exc.fleet is None or exc.fleet not in {r.name for r in requests}:
+                raise
+            refused[exc.fleet] = (exc.reason, exc.message)
+        except Exception:
+            if not requests:
+                raise
+            # Find the standalone fleets the planner fails on, one at a time, beside the facility's own.
+            planner.plan(topology, pools, inline, spec.routing)  # raises if the facility's own input fails
+            for request in requests:
+                try:
+                    planner.plan(topology, pools, inline + [request], spec.routing)
+                except Exception as exc:  # noqa: BLE001
+                    refused[request.name] = ("PlanningFailed", f"the planner failed on this fleet ({type(exc).__name__})")
+            if not any(r.name in refused for r in requests):
+                raise
+
+
+def current_placement(children: Sequence[dict], standalone: Sequence[dict], spec: AnalysisFacilitySpec,
+                      facility: str) -> Placement:
+    """The placement the children realise now, read back from the plans they hold (status.plan)."""
+    pools = {pool_object_name(facility, p.name): p.name for p in spec.cache_pools}
+    fleets = {fleet_object_name(facility, f.name): f.name for f in spec.fleets}
+    caches, workers, hashed = {}, {}, {}
+    for child in [*children, *standalone]:
+        name = child["metadata"]["name"]
+        if child["kind"] == "XCachePool" and name in pools:
+            pool, _ = decode(PoolPlan, child.get("status"), facility)
+            if pool is not None:
+                caches[pools[name]] = {sw: tuple(nodes) for sw, nodes in pool.hosts.items()}
+        elif child["kind"] == "WorkerFleet":
+            fleet, _ = decode(FleetPlan, child.get("status"), facility)
+            if fleet is not None and fleet.problem is None:
+                workers[fleets.get(name, name)] = dict(fleet.workers)
+                hashed[fleets.get(name, name)] = dict(fleet.hashed)
+    return Placement(caches=caches, workers=workers, hashed=hashed)
+
+
+def summary(plan: planner.Plan) -> dict:
+    return {
+        "predictedGbps": plan.predicted_gbps,
+        "boundGbps": plan.bound_gbps,
+        "bottleneck": plan.bottleneck,
+        "planner": plan.planner,
+        "switches": [{
+            "name": u.switch,
+            "caches": plan.placement.cache_count(u.switch),
+            "workers": plan.placement.worker_count(u.switch),
+            "inGbps": u.in_gbps,
+            "outGbps": u.out_gbps,
+            "utilisation": round(u.utilisation, 4),
+            "routing": plan.routing.get(u.switch, "local"),
+        } for u in plan.uplinks],
+    }
+
+
+def _images(spec: AnalysisFacilitySpec) -> list[str]:
+    """Every image the inline children would run (the operator's own helper image aside)."""
+    images = [p.image for p in spec.cache_pools] + [worker_image(f) for f in spec.fleets]
+    if spec.staging is not None and spec.staging.embedded is not None:
+        images.append(spec.staging.embedded.image)
+    return images
+
+
+def children_state(children: Sequence[dict]) -> dict[str, cond.State]:
+    not_ready = [c for c in children if not cond.is_true((c.get("status") or {}).get("conditions"), "Ready")]
+    degraded = [c for c in children if cond.is_true((c.get("status") or {}).get("conditions"), "Degraded")]
+    if not not_ready:
+        states = cond.ready(f"{len(children)} children ready")
+    else:
+        names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in not_ready[:5])
+        states = cond.progressing("ChildrenNotReady", f"waiting for {names}")
+    # A child can be Ready and still Degraded (a bucket over quota, a host down).
+    if degraded:
+        states["Degraded"] = cond.State(True, "ChildDegraded",
+                                        ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in degraded[:5]))
+    return states
+
+
+def plan_problems(topology, plan: planner.Plan) -> list[tuple[str, str]]:
+    """(reason, message) for what the plan had to do without, most pressing first."""
+    problems = []
+    if lost := topology.not_ready_nodes:
+        problems.append(("NodesNotReady", f"{len(lost)} node(s) on the facility's switches are NotReady and left "
+                                          f"out of the plan: {', '.join(lost[:5])}{', …' if len(lost) > 5 else ''}"))
+    if plan.unplaced:
+        problems.append(("WorkersUnplaced", ", ".join(f"fleet {name}: {n} worker(s) fit no node"
+                                                      for name, n in sorted(plan.unplaced.items()))))
+    if unknown := topology.unknown_switch_nodes:
+        problems.append(("NodesOnUnknownSwitch", f"{len(unknown)} node(s) carry a switch not in "
+                                                 f"spec.network.switches, e.g. {unknown[0]}"))
+    return problems

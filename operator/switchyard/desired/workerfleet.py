@@ -1,0 +1,116 @@
+"""WorkerFleet: the planned workers per switch, as far as the ramp-up has reached, and how ready they are.
+
+Two steps, both pure: `fleet_intent` reads the spec and the plan (or says why
+nothing can be done yet); the handler then advances the fleet's start-rate
+token bucket (the one piece of state that needs a clock) and `desired_fleet`
+builds the workloads for the counts it reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .. import conditions as cond
+from ..api import S3StagingSpec, WorkerFleetSpec
+from ..api.plans import FleetPlan, decode
+from ..builders.s3staging import staging_env
+from ..builders.workerfleet import build_fleet, engine, pod_selector, worker_image
+from ..imagepolicy import refusal
+from ..settings import Settings
+from . import Outcome, held, validate
+
+KIND = "WorkerFleet"
+
+
+@dataclass(frozen=True)
+class FleetIntent:
+    spec: WorkerFleetSpec
+    plan: FleetPlan
+    staging_env: tuple[dict, ...]
+    base: dict                 # status fields every answer carries (selector, engine)
+    wake_facility: bool        # the plan is not for this many workers: the facility should re-plan now
+
+
+def staging_name(spec_raw: Mapping) -> str | None:
+    """The S3Staging a fleet's workers get, so the handler can read it first."""
+    return (spec_raw or {}).get("staging")
+
+
+def accounts_for(plan: FleetPlan | None, replicas: int) -> bool:
+    """The plan is for this many workers: placed per switch, plus those no node has room for."""
+    return plan is not None and sum(plan.workers.values()) + plan.unplaced == replicas
+
+
+def fleet_intent(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, settings: Settings, *,
+                 staging: Mapping | None = None) -> FleetIntent | Outcome:
+    """The fleet's spec and plan, or the Outcome that says why nothing is built (extra: wake_facility).
+
+    `staging`: the S3Staging object the spec names, as read (None: missing).
+    """
+    base = {"selector": pod_selector(name)}
+    spec, error = validate(WorkerFleetSpec, spec_raw)
+    if spec is None:
+        return held(base, cond.failed("InvalidSpec", error))
+    base["engine"] = engine(spec)
+    # Workers and the scheduler; the jitter helper is the operator's own image.
+    if blocked := refusal([worker_image(spec)], settings.images):
+        return held(base, blocked)
+    plan, invalid = decode(FleetPlan, dict(status or {}), spec.facility_ref.name)
+    if invalid:
+        return held(base, cond.failed("InvalidPlan", invalid))
+    if plan is not None and plan.problem is not None:
+        # The facility placed none of this fleet, and says why; it re-plans when the fleet changes.
+        return held(base, cond.failed(plan.problem.reason, plan.problem.message))
+    wake = not accounts_for(plan, spec.replicas)  # new or rescaled: the facility re-plans now
+    if plan is None:
+        return held(base, cond.progressing("AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} "
+                                                           "to place this fleet"), wake_facility=wake)
+    env: tuple[dict, ...] = ()
+    if spec.staging:
+        if staging is None:
+            return held(base, cond.progressing("AwaitingStaging", f"S3Staging {spec.staging} not found"),
+                        wake_facility=wake)
+        staging_spec, error = validate(S3StagingSpec, staging.get("spec") or {})
+        if staging_spec is None:
+            return held(base, cond.progressing("AwaitingStaging", f"S3Staging {spec.staging} is invalid: {error}"),
+                        wake_facility=wake)
+        env = tuple(staging_env(spec.staging, namespace, staging_spec))
+    return FleetIntent(spec, plan, env, base, wake)
+
+
+def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mapping[str, int],
+                  workloads: Mapping[str, dict], settings: Settings) -> Outcome:
+    """The workloads for `counts` (workers per switch the ramp-up reached) and the fleet's status.
+
+    extra["retry_seconds"]: come back this soon (ramping up) rather than at the next tick.
+    """
+    spec, plan = intent.spec, intent.plan
+    children = build_fleet(name, namespace, spec, plan, helper_image=settings.exporter_image, counts=dict(counts),
+                           staging_env=intent.staging_env)
+    planned = plan.workers
+    switches = [{"switch": sw, "desired": n, "started": counts.get(sw, 0),
+                 "ready": min(workloads.get(sw, {}).get("ready", 0), n)} for sw, n in sorted(planned.items())]
+    ready = sum(s["ready"] for s in switches)
+    total = sum(planned.values())
+    started = sum(counts.values())
+    status = {**intent.base, "replicas": sum(w["current"] for w in workloads.values()), "readyReplicas": ready,
+              "switches": switches}
+    extra: dict = {"plan": plan}
+    if not accounts_for(plan, spec.replicas):
+        states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
+    elif started < total:
+        states = cond.progressing("RampingUp", f"{started}/{total} workers started, at most "
+                                               f"{spec.ramp_up.max_starts_per_second:g} per second")
+        # Come back when a few starts' worth of tokens have accrued (at most a second).
+        extra["retry_seconds"] = min(1.0, max(0.25, 5 / spec.ramp_up.max_starts_per_second))
+    elif plan.unplaced:
+        # The placed workers run; the rest start when a re-plan finds room (nodes added or freed).
+        states = cond.failed("InsufficientCapacity", f"{plan.unplaced} of {spec.replicas} workers fit no node on the "
+                                                     f"facility's switches (cores, memory or pod slots); {ready}/{total} "
+                                                     "placed workers ready")
+    elif ready == total:
+        states = cond.ready(f"{ready} worker(s) ready on {len(switches)} switch(es)")
+    else:
+        states = cond.progressing("WorkersStarting", f"{ready}/{total} workers ready")
+    return Outcome(status, states, children=children, extra=extra)

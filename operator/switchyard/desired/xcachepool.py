@@ -1,0 +1,127 @@
+"""XCachePool: the planned cache hosts' workloads, and how ready they are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .. import conditions as cond
+from .. import hostpaths
+from ..api import XCachePoolSpec
+from ..api.plans import PoolPlan, decode
+from ..builders.xcachepool import build_pool, endpoint
+from ..cachedisk import HostDisk, full_hosts_message
+from ..imagepolicy import refusal
+from ..settings import Settings
+from ..topology import NodeInfo
+from . import Outcome, held, validate
+
+KIND = "XCachePool"
+
+
+@dataclass(frozen=True)
+class DiskRead:
+    """The hosts' disks as their exporters reported them (status.disk), when the handler read them."""
+
+    status: dict
+    reports: tuple[HostDisk, ...] = ()
+
+
+def tls_secret_name(spec_raw: Mapping) -> str | None:
+    """The Secret a pool's auth needs, so the handler can read it first."""
+    auth = (spec_raw or {}).get("auth") or {}
+    return auth.get("tlsSecret") if auth.get("mode") == "scitokens" else None
+
+
+def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, workloads: Mapping[str, dict],
+                 nodes: Sequence[NodeInfo], settings: Settings, *, secrets: Mapping[str, dict | None] | None = None,
+                 disk: DiskRead | None = None) -> Outcome:
+    """The pool's children and status.
+
+    `workloads`: desired/current/ready per switch of the StatefulSets it owns;
+    `secrets`: the Secrets the handler read, by name (None: missing; a name
+    absent from the map was not readable, and is not judged); `disk`: the
+    latest exporter reads, if any.
+    """
+    spec, error = validate(XCachePoolSpec, spec_raw)
+    if spec is None:
+        return held({}, cond.failed("InvalidSpec", error))
+    if blocked := refusal([spec.image], settings.images) or \
+            hostpaths.refusal(hostpaths.pool_paths(spec.storage), settings.host_paths):
+        # Nothing is rendered, applied or pruned: running hosts keep their disks and config.
+        return held({}, blocked)
+    if problem := tls_secret_problem(spec, secrets or {}):
+        return held({}, problem)
+    plan, invalid = decode(PoolPlan, dict(status or {}), spec.facility_ref.name)
+    if invalid:
+        return held({}, cond.failed("InvalidPlan", invalid))
+    if plan is None:
+        return held({}, cond.progressing("AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} "
+                                                         "to place this pool"))
+    hosts = {sw: list(h) for sw, h in plan.hosts.items()}
+    children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image)
+
+    switches = [{"switch": sw, "desired": len(hosts[sw]), "ready": min(workloads.get(sw, {}).get("ready", 0), len(hosts[sw]))}
+                for sw in sorted(hosts)]
+    planned = sum(s["desired"] for s in switches)
+    ready = sum(s["ready"] for s in switches)
+    out = {
+        "hosts": planned,
+        "readyHosts": ready,
+        "switches": switches,
+        "servingGbps": serving_gbps(spec, {s["switch"]: s["ready"] for s in switches}, hosts, nodes),
+        "endpoint": endpoint(name, namespace, spec.port),
+    }
+    reports: tuple[HostDisk, ...] = ()
+    if ready and disk is not None:
+        out["disk"], reports = disk.status, disk.reports
+    if planned and ready == planned:
+        states = cond.ready(f"{ready} cache host(s) ready on {len(switches)} switch(es)")
+    else:
+        states = cond.progressing("HostsStarting", f"{ready}/{planned} cache hosts ready")
+    lagging = [s["switch"] for s in switches
+               if s["ready"] < s["desired"] and workloads.get(s["switch"], {}).get("current", 0) >= s["desired"]]
+    problems = [(reason, message) for reason, message in (
+        ("HostsNotReady", f"hosts not ready on {', '.join(lagging)}" if lagging else ""),
+        ("SpacePastHighWatermark", full_hosts_message(list(reports))),
+    ) if message]
+    if problems:
+        states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
+    return Outcome(out, states, children=children, extra={"plan": plan},
+                   events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"), states["Degraded"]))
+
+
+def degraded_events(before: Mapping | None, after: cond.State) -> tuple[tuple[str, str, str], ...]:
+    """An event when Degraded turns on, changes reason, or clears."""
+    was = (before or {}).get("status") == "True"
+    if after.status and (not was or (before or {}).get("reason") != after.reason):
+        return (("Warning", after.reason, after.message),)
+    if was and not after.status:
+        return (("Normal", "Recovered", "No longer degraded: every planned host is ready and below its high water mark"),)
+    return ()
+
+
+def tls_secret_problem(spec: XCachePoolSpec, secrets: Mapping[str, dict | None]) -> dict[str, cond.State] | None:
+    """Ready=False when scitokens names a TLS Secret that is missing or not a TLS Secret (its data is never read out)."""
+    wanted = spec.auth.tls_secret if spec.auth.mode == "scitokens" else None
+    if not wanted or wanted not in secrets:
+        return None
+    secret = secrets[wanted]
+    if secret is None:
+        return cond.progressing("TLSSecretNotFound", f"Secret {wanted} (auth.tlsSecret) does not exist")
+    data = secret.get("data") or {}
+    if secret.get("type") != "kubernetes.io/tls" or not data.get("tls.crt") or not data.get("tls.key"):
+        return cond.failed("TLSSecretInvalid", f"Secret {wanted} (auth.tlsSecret) must be of type "
+                                               "kubernetes.io/tls with tls.crt and tls.key")
+    return None
+
+
+def serving_gbps(spec: XCachePoolSpec, ready_by_switch: Mapping[str, int], hosts: Mapping[str, list[str]],
+                 nodes: Sequence[NodeInfo]) -> float:
+    nics = {n.name: n.nic_gbps for n in nodes}
+    total = 0.0
+    for switch, ready in ready_by_switch.items():
+        # Ready pods are not tied to hosts here; count the slowest hosts first to stay conservative.
+        speeds = sorted(min(nics.get(h) or spec.serve_gbps, spec.serve_gbps) for h in hosts.get(switch, []))
+        total += sum(speeds[:ready])
+    return round(total, 3)

@@ -1,0 +1,155 @@
+"""Convergence: apply and prune an object's children when what it wants changed, and move misplaced pods.
+
+The writes themselves are the apply module's; this keeps which desired state
+each object last applied, so an unchanged reconcile costs no request.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+
+from .. import conditions as cond
+from ..apply import child_key, sync_children
+from ..builders.common import SWITCH_LABEL
+from ..settings import current
+from .client import kube
+from .loop import wake, when_forgotten
+from .status import ObjectEvents
+
+# uid -> (hash of the last applied desired state, when it was applied)
+_applied: dict[str, tuple[str, float]] = {}
+# uid -> {child key: hash of its content when last applied}
+_applied_children: dict[str, dict[str, str]] = {}
+
+
+def forget_applied(uid: str) -> None:
+    for key in (uid, f"{uid}/pods"):
+        _applied.pop(key, None)
+    _applied_children.pop(uid, None)
+
+
+when_forgotten(forget_applied)
+
+
+def needs_apply(uid: str, desired_hash: str) -> bool:
+    """Apply when the desired state changed, or periodically to undo drift."""
+    last = _applied.get(uid)
+    return last is None or last[0] != desired_hash or time.monotonic() - last[1] > current().resync_seconds
+
+
+def mark_applied(uid: str, desired_hash: str) -> None:
+    _applied[uid] = (desired_hash, time.monotonic())
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class NameTaken(Exception):
+    """Children this object wants hold names another owner's objects have: nothing of theirs was touched."""
+
+    def __init__(self, keys: list[str]):
+        super().__init__(", ".join(keys))
+        self.keys = keys
+
+    def states(self) -> dict[str, cond.State]:
+        shown = ", ".join(k.replace("/", " ") for k in self.keys[:5]) + (", …" if len(self.keys) > 5 else "")
+        return cond.failed("ChildNameTaken", f"{shown}: the name is held by an object of another owner; rename "
+                                             "this object (or its pools, fleets or switches) so that its children's "
+                                             "names are free. Nothing of the other owner was changed")
+
+
+def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger, extra_key: object = None) -> bool:
+    """Apply and prune `body`'s children when the desired state changed (or on resync).
+
+    Returns True when it wrote; a reconcile whose desired state is unchanged
+    costs no API call here, and between resyncs only the children whose
+    content changed are applied (a ramp step touches a few Deployments, not all).
+    Raises NameTaken, having written nothing, when another owner's object
+    holds a child's name.
+    """
+    uid = body["metadata"]["uid"]
+    children = {child_key(obj): _digest(obj) for obj in desired}
+    digest = _digest([sorted(children.items()), extra_key])
+    last = _applied.get(uid)
+    if not needs_apply(uid, digest):
+        return False
+    resync = last is None or time.monotonic() - last[1] > current().resync_seconds
+    before = {} if resync else _applied_children.get(uid, {})
+    unchanged = frozenset(key for key, child in children.items() if before.get(key) == child)
+    result = sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
+    if result.conflicts:
+        # Not marked applied: the next reconcile looks again (the other owner may be gone by then).
+        _applied.pop(uid, None)
+        _applied_children.pop(uid, None)
+        raise NameTaken(result.conflicts)
+    mark_applied(uid, digest)
+    _applied_children[uid] = children
+    # A child of ours whose plan (status.plan) just changed reconciles now: its
+    # update handler runs on spec changes only, so it would wait for its next tick.
+    for obj in desired:
+        if child_key(obj) not in unchanged:
+            wake(obj["kind"], body["metadata"]["namespace"], obj["metadata"]["name"])
+    return True
+
+
+def _seconds_since(timestamp: str) -> float:
+    try:
+        then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return float("inf")  # NotReady with no usable time: treat as long gone
+    return (datetime.datetime.now(datetime.timezone.utc) - then).total_seconds()
+
+
+def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_label: str, nodes, logger) -> int:
+    """Delete pods the plan no longer has where they are, so their controllers re-create them on plan.
+
+    Three cases: the pod's node now sits on another switch than the pod was
+    planned for (node affinity is only checked at scheduling, so a relabelled
+    node keeps its pods), the node has been NotReady for longer than
+    SWITCHYARD_NOT_READY_GRACE_SECONDS (the plan has already left it; Kubernetes
+    itself would wait 300 s), or the node is gone. A cordoned node keeps its
+    pods: draining is the admin's call.
+    """
+    switch_of = {n.name: n.label(switch_label) for n in nodes}
+    lost = sorted(n.name for n in nodes if n.not_ready_since is not None
+                  and _seconds_since(n.not_ready_since) > current().not_ready_grace_seconds)
+    # The scheduler honours the switch affinity, so pods can only become
+    # misplaced when a node changes switch or is lost: list them only then (or on resync).
+    key = f"{body['metadata']['uid']}/pods"
+    digest = _digest([sorted(switch_of.items()), lost])
+    if not needs_apply(key, digest):
+        return 0
+    mark_applied(key, digest)
+    namespace = body["metadata"]["namespace"]
+    pods = [p for p in kube().list("Pod", namespace, selector)
+            if p.get("spec", {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+    # A node missing from the index is gone, or so new the index has not seen it
+    # yet: ask the API server (a list by name; RBAC grants list, not get, on nodes).
+    # Kubernetes' pod GC would leave pods of a deleted node for 40 s or more.
+    gone = {node for node in {p["spec"]["nodeName"] for p in pods} - switch_of.keys()
+            if not kube().list("Node", fields={"metadata.name": node})}
+    evicted = 0
+    for pod in pods:
+        node = pod["spec"]["nodeName"]
+        planned = (pod["metadata"].get("labels") or {}).get(SWITCH_LABEL)
+        if planned is None:
+            continue  # not placed by the plan (a fleet's Dask scheduler): not ours to move
+        if node in gone:
+            why = f"node {node} is gone"
+        elif node not in switch_of:
+            continue
+        elif node in lost:
+            why = f"node {node} is NotReady"
+        elif switch_of[node] != planned:
+            why = f"node {node} is now on switch {switch_of[node]}, planned {planned}"
+        else:
+            continue
+        if kube().delete("Pod", namespace, pod["metadata"]["name"], uid=pod["metadata"]["uid"]):
+            ObjectEvents(body, logger).info(f"Deleted pod {pod['metadata']['name']}: {why}", reason="Rescheduled")
+            evicted += 1
+    return evicted
