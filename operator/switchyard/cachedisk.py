@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .exporter import PREFIX
+from .exporterspec import PREFIX
 
 
 @dataclass(frozen=True)

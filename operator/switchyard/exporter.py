@@ -22,12 +22,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .exporterspec import DEFAULT_METRICS_PORT
+from .exporterspec import DEFAULT_METRICS_PORT, FAMILIES, LABELS, PREFIX
 from .xrootd.config import DEFAULT_EXPORTER_PORT
 from .xrootd.monitoring import CacheTotals, MalformedPacket, Summary, decode
 
-PREFIX = "switchyard_xcache_"
-LABELS = ("pool", "host", "switch")
 
 log = logging.getLogger("switchyard.exporter")
 
@@ -112,42 +110,37 @@ class XCacheCollector(Collector):
             if summary is not None:
                 yield from self._summary_metrics(labels, summary)
             if self.last_summary_at is not None:
-                yield _gauge("last_summary_timestamp_seconds", "When the last xrd.report summary arrived (Unix time).",
-                             labels, self.last_summary_at)
+                yield _sample("last_summary_timestamp_seconds", labels, self.last_summary_at)
         yield from self._space_metrics(labels)
 
     def _counters(self, labels: list[str], totals: CacheTotals) -> Iterator:
-        yield _counter("hit_bytes", "Bytes served from the cache's disks, per pfc g-stream file_close records.", labels, totals.hit_bytes)
-        yield _counter("miss_bytes", "Bytes served on a cache miss, per pfc g-stream file_close records.", labels, totals.miss_bytes)
-        yield _counter("bypass_bytes", "Bytes read from the origin around the cache, per pfc g-stream.", labels, totals.bypass_bytes)
-        yield _counter("origin_bytes", "Bytes fetched from the origin (new blocks written to disk plus bypass).", labels, totals.origin_bytes)
-        yield _counter("files_closed", "Files the cache closed (pfc g-stream file_close records).", labels, totals.files_closed)
+        yield _sample("hit_bytes", labels, totals.hit_bytes)
+        yield _sample("miss_bytes", labels, totals.miss_bytes)
+        yield _sample("bypass_bytes", labels, totals.bypass_bytes)
+        yield _sample("origin_bytes", labels, totals.origin_bytes)
+        yield _sample("files_closed", labels, totals.files_closed)
 
     def _packet_counters(self, labels: list[str]) -> Iterator:
-        family = CounterMetricFamily(PREFIX + "monitoring_packets", "Monitoring packets received, by kind.",
-                                     labels=[*LABELS, "kind"])
+        family = _family("monitoring_packets")
         for kind, count in sorted(self.packets.items()):
             family.add_metric([*labels, kind], count)
         yield family
-        yield _counter("monitoring_malformed_packets", "Monitoring packets that could not be decoded (dropped).", labels, self.malformed)
+        yield _sample("monitoring_malformed_packets", labels, self.malformed)
 
     def _summary_metrics(self, labels: list[str], summary: Summary) -> Iterator:
-        yield _counter("client_bytes", "Bytes sent to clients (xrd.report link out).", labels, summary.bytes_sent)
-        yield _counter("client_received_bytes", "Bytes received from clients (xrd.report link in).", labels, summary.bytes_received)
-        yield _counter("connections", "Client connections accepted since xrootd started.", labels, summary.connections_total)
-        yield _gauge("open_connections", "Client connections open now.", labels, summary.connections)
+        yield _sample("client_bytes", labels, summary.bytes_sent)
+        yield _sample("client_received_bytes", labels, summary.bytes_received)
+        yield _sample("connections", labels, summary.connections_total)
+        yield _sample("open_connections", labels, summary.connections)
         if summary.open_files is not None:
-            yield _gauge("open_files", "Files open now (ofs file handles).", labels, summary.open_files)
-        yield _gauge("xrootd_start_time_seconds", "When the reporting xrootd started (Unix time).", labels, summary.started)
+            yield _sample("open_files", labels, summary.open_files)
+        yield _sample("xrootd_start_time_seconds", labels, summary.started)
 
     def _space_metrics(self, labels: list[str]) -> Iterator:
         settings = self.settings
-        total = GaugeMetricFamily(PREFIX + "space_total_bytes", "Size of a cache space (its disks' filesystems, each once).",
-                                  labels=[*LABELS, "space"])
-        used = GaugeMetricFamily(PREFIX + "space_used_bytes", "Bytes used in a cache space (size minus free), what pfc.diskusage compares with the water marks.",
-                                 labels=[*LABELS, "space"])
-        ratio = GaugeMetricFamily(PREFIX + "space_usage_ratio", "Used fraction of a cache space; compare with "
-                                  + PREFIX + "space_watermark_ratio.", labels=[*LABELS, "space"])
+        total = _family("space_total_bytes")
+        used = _family("space_used_bytes")
+        ratio = _family("space_usage_ratio")
         for space, paths in (("data", settings.data_paths), ("meta", settings.meta_paths)):
             if paths:
                 usage = space_usage(paths)
@@ -158,8 +151,8 @@ class XCacheCollector(Collector):
         yield total
         yield used
         yield ratio
-        disk_total = GaugeMetricFamily(PREFIX + "disk_total_bytes", "Size of each data disk.", labels=[*LABELS, "path"])
-        disk_used = GaugeMetricFamily(PREFIX + "disk_used_bytes", "Bytes used on each data disk.", labels=[*LABELS, "path"])
+        disk_total = _family("disk_total_bytes")
+        disk_used = _family("disk_used_bytes")
         for path in settings.data_paths:
             usage = disk_usage(path)
             if usage is not None:
@@ -167,21 +160,22 @@ class XCacheCollector(Collector):
                 disk_used.add_metric([*labels, path], usage[2])
         yield disk_total
         yield disk_used
-        marks = GaugeMetricFamily(PREFIX + "space_watermark_ratio", "pfc.diskusage water marks of the data space.",
-                                  labels=[*LABELS, "space", "mark"])
+        marks = _family("space_watermark_ratio")
         marks.add_metric([*labels, "data", "low"], settings.low_watermark)
         marks.add_metric([*labels, "data", "high"], settings.high_watermark)
         yield marks
 
 
-def _counter(name: str, documentation: str, labels: list[str], value: float) -> CounterMetricFamily:
-    family = CounterMetricFamily(PREFIX + name, documentation, labels=list(LABELS))
-    family.add_metric(labels, value)
-    return family
+def _family(name: str) -> CounterMetricFamily | GaugeMetricFamily:
+    """An empty family as exporterspec.FAMILIES declares it."""
+    spec = FAMILIES[name]
+    kind = CounterMetricFamily if spec.type == "counter" else GaugeMetricFamily
+    return kind(PREFIX + name, spec.documentation, labels=[*LABELS, *spec.labels])
 
 
-def _gauge(name: str, documentation: str, labels: list[str], value: float) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(PREFIX + name, documentation, labels=list(LABELS))
+def _sample(name: str, labels: list[str], value: float) -> CounterMetricFamily | GaugeMetricFamily:
+    """A family with one sample."""
+    family = _family(name)
     family.add_metric(labels, value)
     return family
 

@@ -6,10 +6,48 @@ not imported by the builders; both take these from here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .api.xcachepool import XCachePoolBody
 from .xrootd.config import DEFAULT_EXPORTER_PORT, meta_space_path
 
 DEFAULT_METRICS_PORT = 9933  # the sidecar's /metrics
+PREFIX = "switchyard_xcache_"
+LABELS = ("pool", "host", "switch")  # on every family, first
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family the exporter serves: its name (after PREFIX), type, meaning and further labels."""
+
+    name: str
+    type: str
+    documentation: str
+    labels: tuple[str, ...] = ()
+
+
+FAMILIES = {f.name: f for f in (
+    Family("last_summary_timestamp_seconds", "gauge", "When the last xrd.report summary arrived (Unix time)."),
+    Family("hit_bytes", "counter", "Bytes served from the cache's disks, per pfc g-stream file_close records."),
+    Family("miss_bytes", "counter", "Bytes served on a cache miss, per pfc g-stream file_close records."),
+    Family("bypass_bytes", "counter", "Bytes read from the origin around the cache, per pfc g-stream."),
+    Family("origin_bytes", "counter", "Bytes fetched from the origin (new blocks written to disk plus bypass)."),
+    Family("files_closed", "counter", "Files the cache closed (pfc g-stream file_close records)."),
+    Family("monitoring_malformed_packets", "counter", "Monitoring packets that could not be decoded (dropped)."),
+    Family("client_bytes", "counter", "Bytes sent to clients (xrd.report link out)."),
+    Family("client_received_bytes", "counter", "Bytes received from clients (xrd.report link in)."),
+    Family("connections", "counter", "Client connections accepted since xrootd started."),
+    Family("open_connections", "gauge", "Client connections open now."),
+    Family("open_files", "gauge", "Files open now (ofs file handles)."),
+    Family("xrootd_start_time_seconds", "gauge", "When the reporting xrootd started (Unix time)."),
+    Family("monitoring_packets", "counter", "Monitoring packets received, by kind.", ('kind',)),
+    Family("space_total_bytes", "gauge", "Size of a cache space (its disks' filesystems, each once).", ('space',)),
+    Family("space_used_bytes", "gauge", "Bytes used in a cache space (size minus free), what pfc.diskusage compares with the water marks.", ('space',)),
+    Family("space_usage_ratio", "gauge", "Used fraction of a cache space; compare with switchyard_xcache_space_watermark_ratio.", ('space',)),
+    Family("disk_total_bytes", "gauge", "Size of each data disk.", ('path',)),
+    Family("disk_used_bytes", "gauge", "Bytes used on each data disk.", ('path',)),
+    Family("space_watermark_ratio", "gauge", "pfc.diskusage water marks of the data space.", ('space', 'mark')),
+)}
 
 
 def exporter_args(pool: XCachePoolBody, *, pool_name: str, switch: str,

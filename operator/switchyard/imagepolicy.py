@@ -99,15 +99,3 @@ def refusal(images: Iterable[str], policy: ImagePolicy) -> dict[str, cond.State]
     if not blocked:
         return None
     return cond.failed(REASON, explain(blocked, policy))
-
-
-def pod_images(manifests: Iterable[Mapping]) -> list[str]:
-    """Every container and init container image in the pod templates of `manifests`, sorted."""
-    found = set()
-    for obj in manifests:
-        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-        if obj.get("kind") == "Pod":
-            pod = obj.get("spec") or {}
-        for key in ("initContainers", "containers"):
-            found.update(c["image"] for c in pod.get(key) or () if c.get("image"))
-    return sorted(found)

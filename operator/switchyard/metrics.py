@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
+from .exporterspec import FAMILIES, LABELS, PREFIX
+
 # --------------------------------------------------------------- reconciles
 RECONCILES = Counter("switchyard_reconciles_total", "Reconciles run, by kind and result (ok, retry, error).", ["kind", "result"])
 RECONCILE_SECONDS = Histogram("switchyard_reconcile_duration_seconds", "Time one reconcile took, by kind.", ["kind"],
@@ -129,24 +131,9 @@ def operator_metrics() -> list[MetricInfo]:
 
 
 def exporter_metrics() -> list[MetricInfo]:
-    """The metric families `switchyard exporter` serves, read from its collector.
-
-    The collector is fed one synthetic summary so that the families it only
-    serves after xrootd has reported are listed too.
-    """
-    from .exporter import LABELS, ExporterSettings, XCacheCollector
-    from .xrootd.monitoring import Summary
-
-    collector = XCacheCollector(ExporterSettings(pool="p", host="h", switch="s", data_paths=("/",), meta_paths=("/",),
-                                                 low_watermark=0.9, high_watermark=0.95))
-    collector.totals.add(Summary(source="", program="xrootd", instance="", pid=0, started=0, reported=0,
-                                 connections=0, connections_total=0, bytes_received=0, bytes_sent=0, open_files=0))
-    collector.last_summary_at = 0.0
-    out = []
-    for family in collector.collect():
-        labels = sorted({k for sample in family.samples for k in sample.labels} - set(LABELS), key=str)
-        out.append(MetricInfo(family.name, family.type, family.documentation, (*LABELS, *labels), "exporter"))
-    return sorted(out, key=lambda m: m.name)
+    """The metric families `switchyard exporter` serves, as exporterspec declares them."""
+    return sorted((MetricInfo(PREFIX + f.name, f.type, f.documentation, (*LABELS, *f.labels), "exporter")
+                   for f in FAMILIES.values()), key=lambda m: m.name)
 
 
 def catalog() -> list[MetricInfo]:

@@ -97,15 +97,13 @@ def load_topology_file(path: str, spec: AnalysisFacilitySpec) -> Topology:
 
 def load_cluster(spec: AnalysisFacilitySpec, kubeconfig: str | None) -> Topology:
     """The current cluster's nodes, as the operator's node index would see them."""
-    try:
-        from kubernetes import client, config
+    from .apply import Kube
 
-        config.load_kube_config(config_file=kubeconfig)
-        api = client.ApiClient()
-        items = client.CoreV1Api(api).list_node().items
+    try:
+        items = Kube.from_environment(kubeconfig).list("Node")
     except Exception as exc:  # no kubeconfig, unreachable API server, forbidden...
         raise InputError(f"--from-cluster: cannot list nodes: {exc}") from None
-    nodes = [node_info(api.sanitize_for_serialization(n), spec.network.nic_gbps_annotation) for n in items]
+    nodes = [node_info(n, spec.network.nic_gbps_annotation) for n in items]
     return snapshot(nodes, spec.network)
 
 

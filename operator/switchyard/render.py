@@ -13,16 +13,14 @@ import pathlib
 import yaml
 from pydantic import ValidationError
 
-from . import planner
 from .api import AnalysisFacilitySpec, S3StagingSpec
 from .builders.s3staging import build_staging
 from .desired import Outcome
 from .desired.facility import desired_facility
 from .desired.workerfleet import desired_fleet, fleet_intent
 from .desired.xcachepool import desired_pool
-from .planner import FleetRequest, PoolRequest
 from .settings import Settings
-from .topology import format_validation_error, load_topology, snapshot
+from .topology import format_validation_error, load_topology
 
 PLACEHOLDER_KEYS = ("<accessKey from the Secret>", "<secretKey from the Secret>")
 
@@ -40,14 +38,6 @@ def load_facility(path: str) -> tuple[dict, AnalysisFacilitySpec]:
         return doc, AnalysisFacilitySpec.model_validate(doc.get("spec") or {})
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc, f"{path}: spec")) from None
-
-
-def plan_files(facility_path: str, topology_path: str) -> tuple[dict, AnalysisFacilitySpec, planner.Plan]:
-    doc, spec = load_facility(facility_path)
-    topology = snapshot(_nodes(topology_path), spec.network)
-    plan = planner.plan(topology, [PoolRequest(p.name, p) for p in spec.cache_pools],
-                        [FleetRequest(f.name, f) for f in spec.fleets], spec.routing)
-    return doc, spec, plan
 
 
 def _nodes(topology_path: str):

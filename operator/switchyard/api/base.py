@@ -141,9 +141,6 @@ class ObjectRef(Model):
     name: DnsLabel = Field(description="Name of the referenced object, in the same namespace.")
 
 
-ConditionType = Literal["Ready", "Progressing", "Degraded"]
-
-
 class Condition(Model):
     """A standard Kubernetes condition."""
 

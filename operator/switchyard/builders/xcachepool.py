@@ -117,8 +117,10 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
             "replicas": len(hosts),
             "serviceName": name,
             "podManagementPolicy": "Parallel",
-            # A config change rolls hosts one at a time (checksum annotation below).
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            # A config change rolls hosts one at a time (checksum annotation below): what
+            # RollingUpdate does by default (rollingUpdate.maxUnavailable is behind the alpha
+            # MaxUnavailableStatefulSet gate, so the API server would drop it).
+            "updateStrategy": {"type": "RollingUpdate"},
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": {CHECKSUM_ANNOTATION: checksum}},

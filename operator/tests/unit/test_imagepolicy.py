@@ -7,7 +7,7 @@ import pytest
 from switchyard import imagepolicy
 from switchyard.api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE
 from switchyard.api.xcachepool import DEFAULT_XCACHE_IMAGE
-from switchyard.imagepolicy import ImagePolicy, pod_images, refusal, spellings
+from switchyard.imagepolicy import ImagePolicy, refusal, spellings
 
 SITE = ImagePolicy.parse("ghcr.io/switchyard/, opensciencegrid/xcache:,,docker.io/library/python:3.12*")
 
@@ -80,12 +80,3 @@ def test_the_settings_read_the_environment():
 def test_defaults_pass_an_allowlist_of_their_registries():
     policy = ImagePolicy.parse("ghcr.io/dask/,docker.io/cclnd/,hub.opensciencegrid.org/opensciencegrid/xcache:")
     assert policy.disallowed_images([DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, DEFAULT_XCACHE_IMAGE]) == []
-
-
-def test_pod_images_reads_templates_and_init_containers():
-    deployment = {"kind": "Deployment", "spec": {"template": {"spec": {
-        "initContainers": [{"name": "i", "image": "a/init:1"}],
-        "containers": [{"name": "c", "image": "b/main:1"}, {"name": "d", "image": "a/init:1"}]}}}}
-    pod = {"kind": "Pod", "spec": {"containers": [{"name": "p", "image": "c/pod:1"}]}}
-    service = {"kind": "Service", "spec": {"ports": []}}
-    assert pod_images([deployment, pod, service]) == ["a/init:1", "b/main:1", "c/pod:1"]

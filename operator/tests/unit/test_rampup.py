@@ -1,10 +1,21 @@
+import os
+import subprocess
+import sys
+
 from hypothesis import given, strategies as st
 
 from switchyard.rampup import Bucket, jitter_seconds, refill, spend, step
 
 
 def test_jitter_is_fixed_by_name_and_bounded():
-    assert jitter_seconds("w-1", 10) == jitter_seconds("w-1", 10)
+    # Fixed by the name alone: the same in another process with another hash seed (a pod
+    # that restarts waits as long as before), different for another name.
+    code = "from switchyard.rampup import jitter_seconds; print(repr(jitter_seconds('w-1', 10)))"
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip()
+            for seed in ("1", "2")}
+    assert seen == {repr(jitter_seconds("w-1", 10))}
+    assert jitter_seconds("w-1", 10) != jitter_seconds("w-2", 10)
     delays = [jitter_seconds(f"fleet-rack-a-{i}", 10) for i in range(1000)]
     assert all(0 <= d < 10 for d in delays)
     # Spread out, not clumped: every tenth of the window gets some workers.

@@ -1,0 +1,232 @@
+"""Every status decision of every kind, through its pure desired-state function (no cluster)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pathlib
+
+import yaml
+
+from switchyard.cachedisk import HostDisk
+from switchyard.desired import Outcome
+from switchyard.desired.facility import desired_facility
+from switchyard.desired.workerfleet import FleetIntent, desired_fleet, fleet_intent
+from switchyard.desired.xcachepool import DiskRead, desired_pool
+from switchyard.hostpaths import HostPathPolicy
+from switchyard.imagepolicy import ImagePolicy
+from switchyard.settings import Settings
+from switchyard.topology import load_topology
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+NODES = load_topology(yaml.safe_load((REPO / "e2e" / "topologies" / "mini.yaml").read_text()), "mini").node_infos()
+SETTINGS = Settings()
+LOCKED = Settings(images=ImagePolicy.parse("ghcr.io/site/"))
+
+
+def facility_spec(workers: int = 4) -> dict:
+    return {
+        "network": {"switches": [{"name": "rack-a", "uplinkGbps": 80}, {"name": "rack-b", "uplinkGbps": 80},
+                                 {"name": "rack-c", "uplinkGbps": 40}]},
+        "routing": "local",
+        "cachePools": [{"name": "xcache", "origin": {"host": "origin.example.org"},
+                        "resources": {"cpu": "2", "memory": "12Gi"}}],
+        "fleets": [{"name": "dask", "replicas": workers, "cores": 2, "memoryGiB": 4, "readGbps": 1,
+                    "dask": {"schedulerAddress": "tcp://scheduler.example.org:8786"}}],
+    }
+
+
+def reason(outcome: Outcome) -> tuple[bool | None, str]:
+    return outcome.states["Ready"].status, outcome.states["Ready"].reason
+
+
+def ready(obj: dict, degraded: bool = False) -> dict:
+    return {**obj, "status": {**obj.get("status", {}), "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Ready"},
+        {"type": "Degraded", "status": "True" if degraded else "False", "reason": "X" if degraded else "Healthy"}]}}
+
+
+def planned_facility(workers: int = 4) -> Outcome:
+    out = desired_facility("af", facility_spec(workers), None, NODES, [], [], SETTINGS)
+    assert out.converges
+    return out
+
+
+def child(out: Outcome, kind: str) -> dict:
+    return next(c for c in out.children if c["kind"] == kind)
+
+
+# ------------------------------------------------------------------ AnalysisFacility
+def test_facility_invalid_spec_keeps_the_last_plan_and_touches_nothing():
+    spec = facility_spec()
+    spec["targetGbps"] = "fast"
+    out = desired_facility("af", spec, {"workers": 7, "plan": {"predictedGbps": 1}, "other": 1}, NODES, [], [], SETTINGS)
+    assert reason(out) == (False, "InvalidSpec") and not out.converges
+    assert out.status == {"workers": 7, "plan": {"predictedGbps": 1}}
+
+
+def test_facility_refuses_images_and_host_paths_outside_the_admins_lists():
+    assert reason(desired_facility("af", facility_spec(), None, NODES, [], [], LOCKED)) == (False, "ImageNotAllowed")
+    paths = Settings(host_paths=HostPathPolicy.parse("/nvme/"))
+    out = desired_facility("af", facility_spec(), None, NODES, [], [], paths)
+    assert reason(out) == (False, "HostPathNotAllowed") and not out.converges
+
+
+def test_facility_with_no_possible_plan_is_degraded_only_when_it_runs_children():
+    no_nvme = [dataclasses.replace(n, labels={k: v for k, v in n.labels.items() if k != "switchyard.dev/nvme"})
+               for n in NODES]
+    fresh = desired_facility("af", facility_spec(), None, no_nvme, [], [], SETTINGS)
+    assert reason(fresh) == (False, "NoEligibleCacheNodes") and fresh.states["Degraded"].status is False
+    running = desired_facility("af", facility_spec(), None, no_nvme, [{"kind": "XCachePool", "metadata": {"name": "af-xcache"}}],
+                               [], SETTINGS)
+    assert running.states["Degraded"].status is True and not running.converges
+
+
+def test_a_planner_fault_is_planning_failed_not_a_crash(monkeypatch):
+    from switchyard.desired import facility
+
+    def broken(*_, **__):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(facility.planner, "plan", broken)
+    out = desired_facility("af", facility_spec(), None, NODES, [], [], SETTINGS)
+    assert reason(out) == (False, "PlanningFailed") and not out.converges
+    assert out.errors and "ZeroDivisionError" in out.errors[0]
+
+
+def test_facility_waits_for_children_it_has_not_seen_and_is_ready_when_all_are():
+    out = planned_facility()
+    assert reason(out) == (False, "ChildrenNotReady")
+    assert {c["kind"] for c in out.children} == {"XCachePool", "WorkerFleet"}
+    assert all("plan" in c["status"] for c in out.children)
+    observed = [ready(copy.deepcopy(c)) for c in out.children]
+    assert reason(desired_facility("af", facility_spec(), None, NODES, observed, [], SETTINGS)) == (True, "Ready")
+    observed[0] = ready(observed[0], degraded=True)
+    again = desired_facility("af", facility_spec(), None, NODES, observed, [], SETTINGS)
+    assert again.states["Degraded"].reason == "ChildDegraded"
+
+
+def test_not_ready_nodes_and_unplaced_workers_are_degraded_with_their_reason():
+    lost = [dataclasses.replace(n, not_ready_since="2026-01-01T00:00:00Z") if n.name.startswith("rack-a-worker") else n
+            for n in NODES]
+    out = desired_facility("af", facility_spec(), None, lost, [], [], SETTINGS)
+    assert out.states["Degraded"].reason == "NodesNotReady"
+    assert "rack-a-worker" in out.states["Degraded"].message
+    crowded = desired_facility("af", facility_spec(workers=5000), None, NODES, [], [], SETTINGS)
+    assert crowded.states["Degraded"].reason == "WorkersUnplaced"
+
+
+def test_attached_fleets_get_plans_and_a_bad_one_is_refused_alone():
+    def team(name, **spec):
+        return {"kind": "WorkerFleet", "metadata": {"name": name, "ownerReferences": []},
+                "spec": {"facilityRef": {"name": "af"}, "replicas": 2, "taskvine": {"managerHost": "m"}, **spec}}
+    observed = [ready(copy.deepcopy(c)) for c in planned_facility().children]
+    attached = [ready(team("good")), team("nopool", pool="missing"), team("invalid", cores=0)]
+    out = desired_facility("af", facility_spec(), None, NODES, observed, attached, SETTINGS)
+    plans = dict(out.extra["fleet_plans"])
+    assert sorted(plans) == ["good", "nopool"]  # an invalid fleet answers for itself
+    assert plans["nopool"].problem.reason == "UnknownPool" and sum(plans["good"].workers.values()) == 2
+    assert reason(out) == (True, "Ready")
+
+
+# ------------------------------------------------------------------ XCachePool
+def pool_child() -> dict:
+    return child(planned_facility(), "XCachePool")
+
+
+def pool(spec_patch: dict | None = None, status: dict | None = None, workloads=None, settings=SETTINGS, **kw) -> Outcome:
+    c = pool_child()
+    spec = {**c["spec"], **(spec_patch or {})}
+    return desired_pool("af-xcache", "ns", spec, c["status"] if status is None else status, workloads or {}, NODES,
+                        settings, **kw)
+
+
+def test_pool_refusals_render_nothing():
+    assert reason(pool({"origin": {"mode": "fixed"}})) == (False, "InvalidSpec")
+    assert reason(pool(settings=LOCKED)) == (False, "ImageNotAllowed")
+    assert reason(pool({"storage": {"dataPaths": ["/etc"]}})) == (False, "HostPathNotAllowed")
+    for out in (pool(settings=LOCKED), pool({"storage": {"dataPaths": ["/etc"]}})):
+        assert not out.converges
+
+
+def test_pool_tls_secret_must_exist_and_be_a_tls_secret():
+    auth = {"auth": {"mode": "scitokens", "issuers": ["https://t.example"], "tlsSecret": "tls"}}
+    assert reason(pool(auth, secrets={"tls": None})) == (False, "TLSSecretNotFound")
+    assert reason(pool(auth, secrets={"tls": {"type": "Opaque", "data": {"x": "eQ=="}}})) == (False, "TLSSecretInvalid")
+    good = {"type": "kubernetes.io/tls", "data": {"tls.crt": "Yw==", "tls.key": "aw=="}}
+    assert pool(auth, secrets={"tls": good}).converges
+    assert pool(auth, secrets={}).converges  # not readable (RBAC): not judged
+
+
+def test_pool_plan_missing_foreign_or_malformed():
+    assert reason(pool(status={})) == (False, "AwaitingPlan")
+    assert reason(pool(status={"plan": {"facility": "other"}})) == (False, "AwaitingPlan")
+    bad = pool(status={"plan": {"facility": "af", "hosts": {"rack-a": "x"}}})
+    assert reason(bad) == (False, "InvalidPlan") and "status.plan.hosts" in bad.states["Ready"].message
+
+
+def test_pool_readiness_and_degradation():
+    hosts = pool_child()["status"]["plan"]["hosts"]
+    counts = {sw: len(h) for sw, h in hosts.items()}
+    starting = pool()
+    assert reason(starting) == (False, "HostsStarting") and starting.converges
+    all_ready = {sw: {"desired": n, "current": n, "ready": n} for sw, n in counts.items()}
+    assert reason(pool(workloads=all_ready)) == (True, "Ready")
+    lagging = {**all_ready, "rack-a": {"desired": counts["rack-a"], "current": counts["rack-a"], "ready": 0}}
+    out = pool(workloads=lagging)
+    assert out.states["Degraded"].reason == "HostsNotReady" and out.events[0][:2] == ("Warning", "HostsNotReady")
+    full = DiskRead({"usedPercent": 99}, (HostDisk("rack-a-cache-0", "rack-a", 99, 100, 0.95),))
+    assert pool(workloads=all_ready, disk=full).states["Degraded"].reason == "SpacePastHighWatermark"
+    was = {**pool_child()["status"], "conditions": [{"type": "Degraded", "status": "True", "reason": "HostsNotReady"}]}
+    assert pool(status=was, workloads=all_ready).events == (
+        ("Normal", "Recovered", "No longer degraded: every planned host is ready and below its high water mark"),)
+
+
+# ------------------------------------------------------------------ WorkerFleet
+def fleet_child() -> dict:
+    return child(planned_facility(), "WorkerFleet")
+
+
+def intent(spec_patch: dict | None = None, status: dict | None = None, settings=SETTINGS, **kw):
+    c = fleet_child()
+    return fleet_intent("af-dask", "ns", {**c["spec"], **(spec_patch or {})}, c["status"] if status is None else status,
+                        settings, **kw)
+
+
+def test_fleet_refusals_and_waits():
+    assert reason(intent({"cores": 0})) == (False, "InvalidSpec")
+    assert reason(intent(settings=LOCKED)) == (False, "ImageNotAllowed")
+    assert reason(intent(status={"plan": {"facility": "af", "workers": {"rack-a": -1}}})) == (False, "InvalidPlan")
+    refused = intent(status={"plan": {"facility": "af", "problem": {"reason": "UnknownPool", "message": "no"}}})
+    assert reason(refused) == (False, "UnknownPool") and not refused.extra.get("wake_facility")
+    waiting = intent(status={})
+    assert reason(waiting) == (False, "AwaitingPlan") and waiting.extra["wake_facility"]
+    assert reason(intent({"staging": "stage"})) == (False, "AwaitingStaging")
+    assert reason(intent({"staging": "stage"}, staging={"spec": {"external": {}}})) == (False, "AwaitingStaging")
+
+
+def test_fleet_with_staging_gets_its_environment():
+    staging = {"spec": {"external": {"url": "https://s3.example.org", "credentialsSecret": "keys"},
+                        "buckets": [{"name": "ntuples"}]}}
+    got = intent({"staging": "stage"}, staging=staging)
+    assert isinstance(got, FleetIntent)
+    assert {"name": "SWITCHYARD_S3_BUCKET", "value": "ntuples"} in got.staging_env
+
+
+def fleet(counts=None, workloads=None, **kw) -> Outcome:
+    got = intent(**kw)
+    assert isinstance(got, FleetIntent)
+    return desired_fleet("af-dask", "ns", got, got.plan.workers if counts is None else counts, workloads or {}, SETTINGS)
+
+
+def test_fleet_status_decisions():
+    planned = fleet_child()["status"]["plan"]["workers"]
+    rescaled = intent({"replicas": 9})
+    assert isinstance(rescaled, FleetIntent) and rescaled.wake_facility
+    assert reason(desired_fleet("af-dask", "ns", rescaled, rescaled.plan.workers, {}, SETTINGS)) == (False, "AwaitingPlan")
+    ramping = fleet(counts={sw: 0 for sw in planned})
+    assert reason(ramping) == (False, "RampingUp") and 0.25 <= ramping.extra["retry_seconds"] <= 1
+    assert reason(fleet()) == (False, "WorkersStarting")
+    all_ready = {sw: {"desired": n, "current": n, "ready": n} for sw, n in planned.items()}
+    assert reason(fleet(workloads=all_ready)) == (True, "Ready")
+    short = {**fleet_child()["status"]["plan"], "workers": {"rack-a": 2}, "unplaced": 2}
+    assert reason(fleet(status={"plan": short}, workloads=all_ready)) == (False, "InsufficientCapacity")
