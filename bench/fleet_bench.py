@@ -217,9 +217,9 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 # ---------------------------------------------------------------- audit counting
 
-def audit_counts(path: pathlib.Path, since: dt.datetime, until: dt.datetime) -> collections.Counter:
-    """Requests per user agent (product token) whose request arrived inside [since, until]."""
-    seen: dict[str, str] = {}
+def audit_events(path: pathlib.Path, since: dt.datetime, until: dt.datetime) -> dict[str, dict]:
+    """Audit events whose request arrived inside [since, until], one per request (audit ID)."""
+    seen: dict[str, dict] = {}
     with open(path, errors="replace") as handle:
         for line in handle:
             try:
@@ -231,8 +231,14 @@ def audit_counts(path: pathlib.Path, since: dt.datetime, until: dt.datetime) -> 
                 continue
             when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
             if since <= when <= until:
-                seen[event["auditID"]] = (event.get("userAgent") or "?").split(" ")[0]
-    return collections.Counter(seen.values())
+                seen[event["auditID"]] = event
+    return seen
+
+
+def audit_counts(path: pathlib.Path, since: dt.datetime, until: dt.datetime) -> collections.Counter:
+    """Requests per user agent (product token) whose request arrived inside [since, until]."""
+    return collections.Counter((e.get("userAgent") or "?").split(" ")[0]
+                               for e in audit_events(path, since, until).values())
 
 
 def operator_requests(counts: collections.Counter, prefixes: tuple[str, ...]) -> dict:

@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 import localcluster  # noqa: E402
-from fleet_bench import PY, kwok_config, start_process, stop_process  # noqa: E402
+from fleet_bench import PY, audit_events, kwok_config, start_process, stop_process  # noqa: E402
 
 NAME = "switchyard-idle"
 TOPOLOGY = ROOT / "e2e" / "topologies" / "mini.yaml"
@@ -48,23 +48,12 @@ def audit_log() -> pathlib.Path:
 
 def operator_requests(path: pathlib.Path, since: dt.datetime, until: dt.datetime) -> collections.Counter:
     """(verb, resource) of every request the operator sent inside [since, until]."""
-    seen: dict[str, tuple[str, str]] = {}
-    with open(path, errors="replace") as handle:
-        for line in handle:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            agent = (event.get("userAgent") or "").split("/")[0].split(" ")[0].lower()
-            stamp = event.get("requestReceivedTimestamp")
-            if agent not in AGENTS or not stamp:
-                continue
-            when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-            if since <= when <= until:
-                ref = event.get("objectRef") or {}
-                resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-                seen[event["auditID"]] = (event.get("verb", "?"), resource)
-    return collections.Counter(seen.values())
+    counts: collections.Counter = collections.Counter()
+    for event in audit_events(path, since, until).values():
+        if (event.get("userAgent") or "").split("/")[0].split(" ")[0].lower() in AGENTS:
+            ref = event.get("objectRef") or {}
+            counts[(event.get("verb", "?"), ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else ""))] += 1
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,10 @@ from collections.abc import Iterable, Mapping
 import kopf
 
 from .. import conditions as cond
+from ..api import KINDS
 from .client import kube
+
+STATUS_MODELS = {k.kind: k.status for k in KINDS}
 
 
 class ObjectEvents:
@@ -41,18 +44,28 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def write_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.State], logger) -> None:
-    """Set conditions and fields on the status subresource, only when they change."""
-    meta = body["metadata"]
+def next_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.State], at: str) -> dict | None:
+    """The status to write: `status` with the merged conditions, checked by the kind's *Status
+    model (a field it does not know, or of the wrong type, is a bug and raises); None when nothing changed."""
     old = dict(body.get("status") or {})
-    generation = meta.get("generation", 0)
+    generation = body["metadata"].get("generation", 0)
     status = {**status, "observedGeneration": generation,
-              "conditions": cond.merge(old.get("conditions", []), generation, now(), **states)}
+              "conditions": cond.merge(old.get("conditions", []), generation, at, **states)}
+    status = STATUS_MODELS[kind].model_validate(status).model_dump(by_alias=True, exclude_unset=True, mode="json")
     comparable = {k: v for k, v in status.items() if k != "conditions"}
     old_comparable = {k: old.get(k) for k in comparable}
     strip = lambda cs: [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in cs or []]  # noqa: E731
     if comparable == old_comparable and strip(status["conditions"]) == strip(old.get("conditions")):
+        return None
+    return status
+
+
+def write_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.State], logger) -> None:
+    """Set conditions and fields on the status subresource, only when they change; an event when Ready changes."""
+    status = next_status(kind, body, status, states, now())
+    if status is None:
         return
+    old = dict(body.get("status") or {})
     before = cond.condition(old.get("conditions"), "Ready")
     after = cond.condition(status["conditions"], "Ready")
     if not before or before.get("status") != after["status"] or before.get("reason") != after["reason"]:
@@ -62,4 +75,5 @@ def write_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.
             events.info(text, reason="Ready")
         else:
             events.warning(text, reason=after["reason"])
+    meta = body["metadata"]
     kube().apply_status(kind, meta["namespace"], meta["name"], status)

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import pathlib
 
+import pytest
 import yaml
 
 from switchyard.cachedisk import HostDisk
@@ -230,3 +231,20 @@ def test_fleet_status_decisions():
     assert reason(fleet(workloads=all_ready)) == (True, "Ready")
     short = {**fleet_child()["status"]["plan"], "workers": {"rack-a": 2}, "unplaced": 2}
     assert reason(fleet(status={"plan": short}, workloads=all_ready)) == (False, "InsufficientCapacity")
+
+
+# ------------------------------------------------------------------ every status write goes through its model
+def test_status_writes_are_checked_by_the_kinds_status_model():
+    from pydantic import ValidationError
+
+    from switchyard.handlers.status import next_status
+    body = {"metadata": {"generation": 3}, "status": {}}
+    out = planned_facility()
+    written = next_status("AnalysisFacility", body, out.status, out.states, "2026-01-01T00:00:00Z")
+    assert written["observedGeneration"] == 3 and written["plan"]["predictedGbps"] == out.status["plan"]["predictedGbps"]
+    assert next_status("AnalysisFacility", {**body, "status": written}, out.status, out.states, "later") is None
+    for bad in ({"workers": "many"}, {"notAField": 1}, {"plan": {"switches": "x"}}):
+        with pytest.raises(ValidationError):
+            next_status("AnalysisFacility", body, bad, out.states, "2026-01-01T00:00:00Z")
+    # Only what the reconcile set is written: no defaults of other fields (status.plan stays the facility's).
+    assert set(next_status("XCachePool", body, {}, out.states, "t")) == {"observedGeneration", "conditions"}
