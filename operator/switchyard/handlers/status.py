@@ -51,7 +51,11 @@ def next_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.S
     generation = body["metadata"].get("generation", 0)
     status = {**status, "observedGeneration": generation,
               "conditions": cond.merge(old.get("conditions", []), generation, at, **states)}
-    status = STATUS_MODELS[kind].model_validate(status).model_dump(by_alias=True, exclude_unset=True, mode="json")
+    model = STATUS_MODELS[kind].model_validate(status)
+    # The fields the reconcile set, each with its nested defaults filled in as the API
+    # server's schema defaulting stores them (else every comparison differs: a write a tick).
+    full = model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    status = {key: full[key] for key in model.model_dump(by_alias=True, exclude_unset=True) if key in full}
     comparable = {k: v for k, v in status.items() if k != "conditions"}
     old_comparable = {k: old.get(k) for k in comparable}
     strip = lambda cs: [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in cs or []]  # noqa: E731

@@ -248,3 +248,14 @@ def test_status_writes_are_checked_by_the_kinds_status_model():
             next_status("AnalysisFacility", body, bad, out.states, "2026-01-01T00:00:00Z")
     # Only what the reconcile set is written: no defaults of other fields (status.plan stays the facility's).
     assert set(next_status("XCachePool", body, {}, out.states, "t")) == {"observedGeneration", "conditions"}
+
+
+def test_a_status_compares_equal_to_what_the_api_server_stored_with_its_defaults():
+    from switchyard.handlers.status import next_status
+    states = planned_facility().states
+    body = {"metadata": {"generation": 1}, "status": {}}
+    first = next_status("XCachePool", body, {"switches": [{"switch": "rack-a", "desired": 2, "ready": 2}]}, states, "t")
+    # The server fills SwitchCount.started's default (0) in what it stores: no second write for it.
+    assert first["switches"] == [{"switch": "rack-a", "desired": 2, "started": 0, "ready": 2}]
+    assert next_status("XCachePool", {**body, "status": first},
+                       {"switches": [{"switch": "rack-a", "desired": 2, "ready": 2}]}, states, "t") is None
