@@ -17,6 +17,7 @@ from ..apply import ApiError
 from ..metrics import RECONCILE_SECONDS, RECONCILES
 from ..settings import current
 from .client import kube
+from .status import write_status
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -102,6 +103,17 @@ def wake(kind: str, namespace: str, name: str) -> None:
         loop.call_soon_threadsafe(event.set)
 
 
+def report_failure(kind: str, body, exc: Exception, logger) -> None:
+    """An unexpected error in a reconcile: one log line and Ready=False ReconcileFailed, not a traceback loop."""
+    logger.error(cond.printable(f"Reconcile failed ({type(exc).__name__}: {exc}); it runs again at the next tick"))
+    try:
+        write_status(kind, body, {}, cond.failed("ReconcileFailed", f"the operator failed on this object "
+                                                 f"({type(exc).__name__}); see its log. Running children are "
+                                                 "left as they are"), logger)
+    except Exception as again:  # noqa: BLE001 - the status write itself may be what fails
+        logger.error(cond.printable(f"Could not report it on the object: {type(again).__name__}: {again}"))
+
+
 def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     """Level-based handlers for one kind.
 
@@ -116,15 +128,21 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
         with serialised(body["metadata"]["uid"], wait) as got:
             if not got:
                 return None
-            with measured(kind):
-                return reconcile(body, logger, **{k: v for k, v in kwargs.items() if k.endswith("_index")})
+            try:
+                with measured(kind):
+                    return reconcile(body, logger, **{k: v for k, v in kwargs.items() if k.endswith("_index")})
+            except (kopf.TemporaryError, kopf.PermanentError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bug: said once, on the object, and tried again next tick
+                report_failure(kind, body, exc, logger)
+                return None
 
     def on_change(body, logger, **kwargs):
         run(body, logger, True, kwargs)
 
     def run_woken(body, logger, woken: bool, kwargs) -> float | None:
         if woken:
-            # Whoever woke us has just written this object (a plan annotation, say)
+            # Whoever woke us has just written this object (its status.plan, say)
             # and kopf's copy can trail that write: read it back.
             meta = body["metadata"]
             body = kube().get(kind, meta["namespace"], meta["name"])
@@ -167,7 +185,7 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
     kopf.on.resume(GROUP, VERSION, plural, id=f"{kind}-resume")(on_change)
     # Spec changes only: labels or annotations other tools write (the churn of,
     # say, a GitOps agent) cost no reconcile; the timer still runs. A new plan
-    # annotation is written by this process, which wakes the child (converge).
+    # (status.plan) is written by this process, which wakes the child (converge).
     kopf.on.update(GROUP, VERSION, plural, id=f"{kind}-update", field="spec")(on_change)
     kopf.daemon(GROUP, VERSION, plural, id=f"{kind}-loop", cancellation_timeout=10)(loop)
     kopf.on.delete(GROUP, VERSION, plural, id=f"{kind}-forget", optional=True)(on_delete)

@@ -41,3 +41,22 @@ def test_a_wake_before_the_loop_starts_is_kept_for_it_only_for_looping_kinds():
     assert ("WorkerFleet", "ns", "early") in common._pending_wakes
     assert ("Deployment", "ns", "early") not in common._pending_wakes
     common._pending_wakes.clear()
+
+
+def test_an_unexpected_error_is_one_log_line_and_a_condition(monkeypatch):
+    written, lines = [], []
+
+    class Logger:
+        def error(self, text):
+            lines.append(text)
+
+    monkeypatch.setattr(common, "write_status", lambda kind, body, status, states, logger: written.append(states))
+    common.report_failure("XCachePool", {}, ValueError("bad\nvalue"), Logger())
+    assert written[0]["Ready"].reason == "ReconcileFailed" and "ValueError" in written[0]["Ready"].message
+    assert len(lines) == 1 and "\n" not in lines[0]
+
+    def failing(*_):
+        raise RuntimeError("status write refused")
+    monkeypatch.setattr(common, "write_status", failing)
+    common.report_failure("XCachePool", {}, ValueError("x"), Logger())
+    assert "status write refused" in lines[-1]
