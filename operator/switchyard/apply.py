@@ -223,6 +223,8 @@ class SyncResult:
     pruned: list[str]
     # Desired children whose name an object of another owner already holds: left alone.
     conflicts: list[str] = field(default_factory=list)
+    # Each desired child as the API server holds it now (the apply's answer, or the listed object).
+    live: dict[str, dict] = field(default_factory=dict)
 
 
 def owned_by(obj: Mapping, owner_uid: str) -> bool:
@@ -282,19 +284,22 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
         seen.add(key)
     if conflicts:
         return SyncResult([], [], conflicts)
-    applied, pruned = [], []
+    applied, pruned, live = [], [], {}
     for obj in desired:
         adopt(obj, owner)
         key = child_key(obj)
         before = existing.pop(key, None)
         if before is not None and key in unchanged:
             applied.append(key)
+            live[key] = before
             continue
         status = obj.pop("status", None)
         after = kube.apply(obj)
         if status is not None:
-            kube.apply_status(obj["kind"], namespace, obj["metadata"]["name"], status, manager=PLAN_FIELD_MANAGER)
+            after = kube.apply_status(obj["kind"], namespace, obj["metadata"]["name"], status,
+                                      manager=PLAN_FIELD_MANAGER) or after
             obj["status"] = status
+        live[key] = after
         if before is None:
             logger.info(f"Created {obj['kind']} {obj['metadata']['name']}")
         elif before["metadata"].get("resourceVersion") != after.get("metadata", {}).get("resourceVersion"):
@@ -305,4 +310,4 @@ def sync_children(kube: Kube, owner: Mapping, desired: Iterable[dict], kinds: It
         if kube.delete(kind, namespace, name, uid=obj["metadata"]["uid"]):
             logger.info(f"Deleted {kind} {name} (no longer desired)")
             pruned.append(key)
-    return SyncResult(applied, pruned, conflicts)
+    return SyncResult(applied, pruned, conflicts, live)

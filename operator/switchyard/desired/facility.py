@@ -62,14 +62,21 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
         "plan": summary(plan),
     }
     # A standalone fleet the facility could not place answers for itself (its own condition).
-    watched = _as_desired(desired, children) + [f for f, _ in attached if f["metadata"]["name"] not in refused]
-    states = children_state(watched)
+    placed = [f for f, _ in attached if f["metadata"]["name"] not in refused]
     problems = plan_problems(topology, plan)
+    states = facility_states(_as_desired(desired, children) + placed, problems)
+    return Outcome(status, states, children=desired,
+                   # fleet_plans: (name, plan) of every valid attached fleet, written to its status.plan;
+                   # placed and problems: to judge the children again once they are written (facility_states)
+                   extra={"spec": spec, "plan": plan, "fleet_plans": plans, "placed": placed, "problems": problems})
+
+
+def facility_states(children: Sequence[dict], problems: Sequence[tuple[str, str]]) -> dict[str, cond.State]:
+    """Ready when every child is; Degraded by what the plan had to do without (first reason wins)."""
+    states = children_state(children)
     if problems:
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
-    return Outcome(status, states, children=desired,
-                   # fleet_plans: (name, plan) of every valid attached fleet, written to its status.plan
-                   extra={"spec": spec, "plan": plan, "fleet_plans": plans})
+    return states
 
 
 def _as_desired(desired: Sequence[dict], observed: Sequence[dict]) -> list[dict]:
@@ -164,8 +171,15 @@ def _images(spec: AnalysisFacilitySpec) -> list[str]:
     return images
 
 
+def _ready(child: dict) -> bool:
+    """Ready, and for the spec it has now: a child just given a new spec is not ready until it has seen it."""
+    status = child.get("status") or {}
+    current = status.get("observedGeneration", 0) >= (child.get("metadata") or {}).get("generation", 0)
+    return current and cond.is_true(status.get("conditions"), "Ready")
+
+
 def children_state(children: Sequence[dict]) -> dict[str, cond.State]:
-    not_ready = [c for c in children if not cond.is_true((c.get("status") or {}).get("conditions"), "Ready")]
+    not_ready = [c for c in children if not _ready(c)]
     degraded = [c for c in children if cond.is_true((c.get("status") or {}).get("conditions"), "Degraded")]
     if not not_ready:
         states = cond.ready(f"{len(children)} children ready")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..api.plans import PLAN_FIELD_MANAGER
 from ..builders.facility import fleet_object_name, pool_object_name
-from ..desired.facility import CHILD_KINDS, KIND, desired_facility
+from ..apply import child_key
+from ..desired.facility import CHILD_KINDS, KIND, desired_facility, facility_states
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..settings import current
 from .client import kube
@@ -36,17 +37,21 @@ def reconcile(body, logger, node_index, pool_index, fleet_index, staging_index, 
         write_status(KIND, body, {k: v for k, v in (body.get("status") or {}).items() if k in outcome.status},
                      exc.states(), logger)
         return
-    if wrote:
+    states = outcome.states
+    if wrote is not None:
         for fleet, plan in fleet_plans:
             kube().apply_status("WorkerFleet", namespace, fleet, {"plan": plan.to_wire()}, manager=PLAN_FIELD_MANAGER)
             wake("WorkerFleet", namespace, fleet)  # see converge
+        # Judge the children as the writes left them: one given a new spec has not seen it yet.
+        states = facility_states([wrote.live.get(child_key(c), c) for c in outcome.children] + outcome.extra["placed"],
+                                 outcome.extra["problems"])
     spec, plan = outcome.extra["spec"], outcome.extra["plan"]
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
     export_plan(namespace, name, spec.target_gbps, plan,
                 pool_names={p.name: pool_object_name(name, p.name) for p in spec.cache_pools},
                 fleet_names={f.name: fleet_object_name(name, f.name) for f in spec.fleets},
                 fleets=[c for c in children + attached if c["kind"] == "WorkerFleet"])
-    write_status(KIND, body, outcome.status, outcome.states, logger)
+    write_status(KIND, body, outcome.status, states, logger)
 
 
 register(PLURAL, KIND, reconcile, on_forget=forget_facility)

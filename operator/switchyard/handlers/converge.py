@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 
 from .. import conditions as cond
-from ..apply import child_key, sync_children
+from ..apply import SyncResult, child_key, sync_children
 from ..builders.common import SWITCH_LABEL
 from ..settings import current
 from .client import kube
@@ -63,10 +63,12 @@ class NameTaken(Exception):
                                              "names are free. Nothing of the other owner was changed")
 
 
-def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger, extra_key: object = None) -> bool:
+def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
+             extra_key: object = None) -> SyncResult | None:
     """Apply and prune `body`'s children when the desired state changed (or on resync).
 
-    Returns True when it wrote; a reconcile whose desired state is unchanged
+    Returns what it wrote (with each child as the API server now holds it),
+    None when it had nothing to do; a reconcile whose desired state is unchanged
     costs no API call here, and between resyncs only the children whose
     content changed are applied (a ramp step touches a few Deployments, not all).
     Raises NameTaken, having written nothing, when another owner's object
@@ -77,7 +79,7 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     digest = _digest([sorted(children.items()), extra_key])
     last = _applied.get(uid)
     if not needs_apply(uid, digest):
-        return False
+        return None
     resync = last is None or time.monotonic() - last[1] > current().resync_seconds
     before = {} if resync else _applied_children.get(uid, {})
     unchanged = frozenset(key for key, child in children.items() if before.get(key) == child)
@@ -94,7 +96,7 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     for obj in desired:
         if child_key(obj) not in unchanged:
             wake(obj["kind"], body["metadata"]["namespace"], obj["metadata"]["name"])
-    return True
+    return result
 
 
 def _seconds_since(timestamp: str) -> float:

@@ -70,8 +70,9 @@ def _object(body, with_spec: bool = False) -> dict:
     meta, status = body["metadata"], body.get("status") or {}
     out = {"kind": body["kind"],
            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+                        "generation": meta.get("generation", 0),
                         "ownerReferences": [{"uid": r.get("uid")} for r in meta.get("ownerReferences") or ()]},
-           "status": {k: status[k] for k in ("conditions", "plan", "switches") if k in status}}
+           "status": {k: status[k] for k in ("conditions", "plan", "switches", "observedGeneration") if k in status}}
     if with_spec:
         out["spec"] = dict(body.get("spec") or {})
     return out

@@ -259,3 +259,11 @@ def test_a_status_compares_equal_to_what_the_api_server_stored_with_its_defaults
     assert first["switches"] == [{"switch": "rack-a", "desired": 2, "started": 0, "ready": 2}]
     assert next_status("XCachePool", {**body, "status": first},
                        {"switches": [{"switch": "rack-a", "desired": 2, "ready": 2}]}, states, "t") is None
+
+
+def test_a_child_given_a_new_spec_is_not_ready_until_it_has_seen_it():
+    from switchyard.desired.facility import children_state
+    child = ready({"kind": "WorkerFleet", "metadata": {"name": "af-dask", "generation": 2}, "status": {"observedGeneration": 1}})
+    assert children_state([child])["Ready"].reason == "ChildrenNotReady"
+    child["status"]["observedGeneration"] = 2
+    assert children_state([child])["Ready"].status is True
