@@ -139,7 +139,8 @@ class Cluster:
         self.bin = localcluster.CACHE / "bin"
         self.switches: dict[str, int] = {}
         self.nodes: dict[str, dict] = {}
-        self.timings: dict[str, float] = {}
+        # Logs outlive down(), for a failed run's post-mortem.
+        self.logs = localcluster.CACHE / "e2e-logs" / cluster / "realnodes"
 
     # ---------------------------------------------------------------- network
     def _fabric_up(self) -> None:
@@ -207,7 +208,7 @@ class Cluster:
         return path
 
     def _spawn(self, name: str, ns: str, args: list[str]) -> subprocess.Popen:
-        logfile = (self.state / "logs" / f"{name}.log").open("ab")
+        logfile = (self.logs / f"{name}.log").open("ab")
         return subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", *args], stdout=logfile,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
@@ -345,11 +346,47 @@ state = "{root}/containerd-state"
                     raise FileNotFoundError(f"{archive} is missing: run `make images`")
                 _run("ctr", "--address", str(sock), "-n", "k8s.io", "images", "import", str(archive))
 
+    def start_origin(self, files: dict[str, bytes], port: int = 1095, user: str = "xrootd") -> str:
+        """A real XRootD origin in the fabric namespace serving `files` (paths below /data); returns host:port.
+
+        It runs as `user` (xrootd refuses root) from the host's Debian xrootd, like the
+        integration tests' origins; its files and config live in the cluster's state.
+        """
+        root = self.state / "origin"
+        for name, payload in files.items():
+            path = root / "export" / name.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(payload)
+        for sub in ("admin", "run"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        config = root / "origin.cfg"
+        config.write_text(f"""\
+xrd.port {port}
+xrd.network nodnr
+all.export /data
+oss.localroot {root}/export
+all.adminpath {root}/admin
+all.pidpath {root}/run
+""")
+        _run("chown", "-R", user, str(root))
+        self._spawn("origin", self.fabric, ["runuser", "-u", user, "--", "xrootd", "-I", "v4", "-c", str(config),
+                                            "-n", "origin", "-l", str(root / "run" / "xrootd.log")])
+        address = f"{FABRIC_IP}:{port}"
+        deadline = time.monotonic() + 30
+        while _netns_exec(self.fabric, "xrdfs", address, "ls", "/data", check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the origin did not answer on {address}; see {root / 'run'}")
+            time.sleep(0.3)
+        return address
+
     def _save_sysctls(self) -> None:
         saved = STATE_ROOT / "sysctls.json"
         if not saved.exists():  # the first cluster's snapshot is the machine's own
             saved.write_text(json.dumps({k: pathlib.Path("/proc/sys", k).read_text().strip()
                                          for k in KUBELET_SYSCTLS if pathlib.Path("/proc/sys", k).exists()}))
+        marker = STATE_ROOT / "run-netns-was-mounted"
+        if not marker.exists():  # `ip netns add` makes /run/netns a mount point the first time
+            marker.write_text("yes" if _is_mount("/run/netns") else "no")
 
     # ---------------------------------------------------------------- up
     def up(self, nodes: list[RealNode], images: list[str] = ("pause",), switch_label: str = "switchyard.dev/switch",
@@ -363,7 +400,9 @@ state = "{root}/containerd-state"
             if not shutil.which(tool):
                 raise FileNotFoundError(f"{tool} is missing: run hack/install-realnode-deps.sh")
         STATE_ROOT.mkdir(parents=True, exist_ok=True)
-        (self.state / "logs").mkdir(parents=True, exist_ok=True)
+        self.state.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.logs, ignore_errors=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
         self._save_sysctls()
         self._fabric_up()
         kubeconfig = self._kubeconfig()
@@ -410,7 +449,7 @@ state = "{root}/containerd-state"
             if out.strip() == "True":
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"real node {node} not Ready after {timeout:.0f}s; logs in {self.state / 'logs'}")
+                raise TimeoutError(f"real node {node} not Ready after {timeout:.0f}s; logs in {self.logs}")
             time.sleep(0.5)
 
     def memory_mib(self) -> dict[str, float]:
@@ -592,7 +631,18 @@ def down(cluster: str) -> list[str]:
                 path.write_text(value)
                 removed.append(f"sysctl {key} restored to {value}")
         saved.unlink()
+    marker = STATE_ROOT / "run-netns-was-mounted"
+    if marker.exists() and not any(p.is_dir() for p in STATE_ROOT.iterdir()):
+        run = pathlib.Path("/run/netns")
+        if marker.read_text() == "no" and _is_mount(str(run)) and not any(run.iterdir()):
+            _run("umount", str(run), check=False)
+            removed.append("mount /run/netns")
+        marker.unlink()
     return removed
+
+
+def _is_mount(path: str) -> bool:
+    return any(line.split()[4] == path for line in pathlib.Path("/proc/self/mountinfo").read_text().splitlines())
 
 
 def leftovers(cluster: str) -> list[str]:

@@ -17,6 +17,7 @@ Needs root, the packages of hack/install-realnode-deps.sh, `make tools` and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -33,14 +34,33 @@ import localcluster  # noqa: E402
 import realnodes  # noqa: E402
 from facilities import facility  # noqa: E402
 from harness import Cluster, temporary_namespace  # noqa: E402
-from support import TOPOLOGY, wait_for, wait_ready  # noqa: E402
+from support import wait_for, wait_ready  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
 CLUSTER = os.environ.get("SWITCHYARD_REAL_CLUSTER", "sy-real")
 CHART = localcluster.REPO / "charts" / "switchyard"
 RELEASE = "sy"
-NODES = [realnodes.RealNode("real-a", "rack-a"), realnodes.RealNode("real-b", "rack-b")]
+# Real nodes on switches of their own (rack-a, rack-b); the simulated ones on rack-c and rack-d.
+NODES = [realnodes.RealNode("real-a", "rack-a", nvme_disks=1), realnodes.RealNode("real-b", "rack-b")]
+SIMULATED = """\
+switchLabel: switchyard.dev/switch
+nvmeLabel: switchyard.dev/nvme
+wanGbps: 100
+switches:
+  - name: rack-c
+    uplinkGbps: 80
+    nodes:
+      - {name: cache, count: 2, nicGbps: 50, cpu: 16, memoryGiB: 64, nvmeDisks: 4}
+      - {name: worker, count: 2, nicGbps: 25, cpu: 64, memoryGiB: 256}
+  - name: rack-d
+    uplinkGbps: 80
+    nodes:
+      - {name: cache, count: 2, nicGbps: 50, cpu: 16, memoryGiB: 64, nvmeDisks: 4}
+      - {name: worker, count: 2, nicGbps: 25, cpu: 64, memoryGiB: 256}
+"""
+# The cache disk of the real cache host (a host path below the chart's default allowlist).
+DISK = pathlib.Path("/srv/switchyard-real/nvme0")
 COSTS = localcluster.CACHE / "e2e-logs" / CLUSTER / "real-node-costs.json"
 
 
@@ -67,14 +87,19 @@ def real():
     localcluster.down(CLUSTER)
     before = _host_state()
     config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / CLUSTER / "realnodes-kwokctl.yaml")
-    kubeconfig = localcluster.up(CLUSTER, TOPOLOGY, config=config)
+    topology = localcluster.CACHE / "clusters" / CLUSTER / "simulated-topology.yaml"
+    topology.write_text(SIMULATED)
+    kubeconfig = localcluster.up(CLUSTER, topology, config=config)
     localcluster.install_crds(CLUSTER)
     nodes = realnodes.Cluster(CLUSTER, kubeconfig)
     try:
         nodes.up(NODES, images=["pause", "operator"])
         yield Cluster(CLUSTER, kubeconfig), nodes, before
     finally:
+        if os.environ.get("SWITCHYARD_KEEP_CLUSTER"):  # for a post-mortem; then `make realnodes-down`
+            return
         realnodes.down(CLUSTER)
+        subprocess.run(["rm", "-rf", str(DISK.parent)], check=False)
         if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
             localcluster.down(CLUSTER)
 
@@ -150,14 +175,26 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
     # The operator, talking to the API server through the `kubernetes` Service, makes a facility Ready.
     af_namespace = next(temporary_namespace(cluster.kube, "real-af"))
     obj = facility(workers=4)
+    obj["spec"]["network"]["switches"] = [{"name": "rack-c", "uplinkGbps": 80}, {"name": "rack-d", "uplinkGbps": 80}]
     obj["metadata"]["namespace"] = af_namespace
     cluster.kube.apply(obj)
     af = wait_ready(cluster, af_namespace, timeout=240)
     assert af["status"]["workers"] == 4
     logs = cluster.kubectl("logs", "-n", namespace, name)
-    assert "Created StatefulSet af-xcache-rack-a" in logs and "Ready=True" in logs, logs[-2000:]
+    assert "Created StatefulSet af-xcache-rack-c" in logs and "Ready=True" in logs, logs[-2000:]
     pod = cluster.kube.get("Pod", namespace, name)
     assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+
+    # Pod start on a real node, from a local image (the pause binary as the container; no probes).
+    started = time.monotonic()
+    cluster.kube.apply({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "start", "namespace": af_namespace},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": NODES[1].name}, "tolerations": [realnodes.TOLERATION],
+                 "containers": [{"name": "c", "image": realnodes.PAUSE_IMAGE, "imagePullPolicy": "Never"}]},
+    })
+    wait_for(lambda: (cluster.kube.get("Pod", af_namespace, "start") or {}).get("status", {}).get("phase") == "Running",
+             timeout=60, interval=0.1, what="a pause pod Running on a real node")
+    costs["pod_running_after_create_seconds"] = round(time.monotonic() - started, 2)
 
     costs["memory_mib_per_node"] = nodes.memory_mib()
     COSTS.parent.mkdir(parents=True, exist_ok=True)
@@ -165,9 +202,141 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
     print(json.dumps(costs, indent=1))
 
 
+READ = r"""
+import hashlib, json, os, subprocess, sys, time
+from distributed import Client
+
+def read(path):
+    # On the worker: through the cache endpoint its environment names.
+    import hashlib, os, subprocess, time
+    endpoint = os.environ["SWITCHYARD_CACHE_ENDPOINT"]
+    started = time.monotonic()
+    data = subprocess.run(["xrdcp", "-f", "-s", endpoint + "/" + path, "-"], capture_output=True, check=True).stdout
+    return {"endpoint": endpoint, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "seconds": round(time.monotonic() - started, 3), "worker_host": os.uname().nodename}
+
+client = Client(sys.argv[1], timeout=60)
+print(json.dumps([client.submit(read, sys.argv[2], pure=False).result(timeout=120) for _ in range(2)]))
+"""
+
+
+def _metric(text: str, name: str) -> float:
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name) and not line.startswith("#")]
+    return sum(values)
+
+
+def test_cache_and_dask_workers_run_on_real_nodes(real):
+    """A facility whose cache pool and fleet use the local images, placed on the real nodes: real xrootd
+    from the rendered ConfigMap, a real Dask scheduler and worker, a task reading a file from a real
+    origin through the cache endpoint its worker was given."""
+    cluster, nodes, _ = real
+    costs = json.loads(COSTS.read_text()) if COSTS.exists() else {}
+    started = time.monotonic()
+    nodes.import_images(["xcache"], ["real-a"])  # the only NVMe node: the only cache host
+    costs["import_xcache_seconds"] = round(time.monotonic() - started, 1)
+    started = time.monotonic()
+    nodes.import_images(["dask"])
+    costs["import_dask_seconds_two_nodes"] = round(time.monotonic() - started, 1)
+    # Only the real nodes take new pods now: they lose their taint, the simulated ones get one.
+    for node in NODES:
+        cluster.kubectl("taint", "node", node.name, f"{realnodes.REAL_LABEL}-")
+    cluster.kubectl("taint", "nodes", "-l", "type=kwok", "--overwrite", "switchyard.dev/simulated=true:NoSchedule")
+
+    payload = os.urandom(20 * 2**20)
+    origin = nodes.start_origin({"data/real.bin": payload})
+    host, port = origin.split(":")
+    namespace = "real-facility"
+    cluster.kubectl("create", "namespace", namespace)
+    # The kubelet makes the pool's host paths (DirectoryOrCreate) as root, mode 0755; the prepare
+    # container creates only the namespace directory for xrootd, which then cannot create its meta
+    # space (<metaPath>/meta) as the xrootd user: "Unable to create meta space ... permission denied".
+    # Until the operator's prepare step creates it too, the test makes metaPath writable for xrootd.
+    (DISK.parent / "meta").mkdir(parents=True, exist_ok=True)
+    (DISK.parent / "meta").chmod(0o1777)
+    # The Dask scheduler asks for a whole CPU, a worker for another: a 2-CPU real node holds a cache and
+    # a worker, or the scheduler. Hold real-a (the cache host) until the scheduler is bound elsewhere.
+    cluster.kubectl("taint", "node", "real-a", "switchyard.dev/hold=true:NoSchedule")
+    cluster.kube.apply({
+        "apiVersion": "switchyard.dev/v1alpha1", "kind": "AnalysisFacility",
+        "metadata": {"name": "af", "namespace": namespace},
+        "spec": {
+            "targetGbps": 2, "routing": "local",
+            "network": {"switches": [{"name": "rack-a", "uplinkGbps": 10}, {"name": "rack-b", "uplinkGbps": 10}]},
+            "cachePools": [{
+                "name": "xcache", "image": "localhost/switchyard-xcache:0.1.0", "serveGbps": 5,
+                "origin": {"host": host, "port": int(port)},
+                "storage": {"dataPaths": [str(DISK)], "metaPath": str(DISK.parent / "meta")},
+                "pfc": {"ramGiB": 1},
+                "resources": {"cpu": "100m", "memory": "2Gi"},
+            }],
+            "fleets": [{"name": "dask", "image": "localhost/switchyard-dask:0.1.0", "replicas": 1, "cores": 1,
+                        "memoryGiB": 1, "readGbps": 1, "dask": {"createScheduler": True}}],
+        },
+    })
+    try:
+        wait_for(lambda: [p for p in cluster.kube.list("Pod", namespace)
+                          if "scheduler" in p["metadata"]["name"] and p["spec"].get("nodeName")],
+                 timeout=120, what="the Dask scheduler pod bound")
+        cluster.kubectl("taint", "node", "real-a", "switchyard.dev/hold-")
+        wait_ready(cluster, namespace, timeout=300)
+        pods = cluster.kube.list("Pod", namespace)
+        caches = [p for p in pods if p["metadata"]["name"].startswith("af-xcache-")]
+        workers = [p for p in pods if p["metadata"]["name"].startswith("af-dask-") and "scheduler" not in p["metadata"]["name"]]
+        assert [p["spec"]["nodeName"] for p in caches] == ["real-a"], [p["spec"]["nodeName"] for p in caches]
+        assert workers and all(p["spec"]["nodeName"] in nodes.nodes for p in pods), \
+            {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+        cache = caches[0]
+        assert all(c["ready"] for c in cache["status"]["containerStatuses"]), cache["status"]
+        # xrootd runs the rendered config, and the kubelet's readiness probe (xrdfs query) passed.
+        probes = _probe_counts(cluster, "real-a", cache["metadata"]["name"])
+        assert probes.get(("Readiness", "successful"), 0) >= 1, probes
+
+        worker = workers[0]
+        args = worker["spec"]["containers"][0].get("args", [])
+        scheduler = next(a for a in args if a.startswith("tcp://"))
+        started = time.monotonic()
+        out = cluster.kubectl("exec", "-n", namespace, worker["metadata"]["name"], "-c",
+                              worker["spec"]["containers"][0]["name"], "--", "python", "-c", READ, scheduler,
+                              "/data/real.bin")
+        costs["two_reads_through_the_cache_seconds"] = round(time.monotonic() - started, 1)
+        reads = json.loads(out.strip().splitlines()[-1])
+        digest = hashlib.sha256(payload).hexdigest()
+        assert all(r["bytes"] == len(payload) and r["sha256"] == digest for r in reads), reads
+        # The endpoint the worker was given is its own switch's cache Service.
+        switch = cluster.kube.get("Node", None, worker["spec"]["nodeName"])["metadata"]["labels"]["switchyard.dev/switch"]
+        assert all(f"af-xcache-{switch}." in r["endpoint"] for r in reads), reads
+        costs["reads"] = reads
+
+        # The exporter beside xrootd saw both reads close, and the file fetched from the origin once.
+        # (XrdPfc counts hits and misses per block; with prefetch, blocks of the first read that
+        # arrived before the client asked for them count as hits: the origin bytes tell the miss.)
+        scraped = {}
+
+        def counters():
+            scraped["text"] = cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{namespace}/pods/{cache['metadata']['name']}:9933/proxy/metrics")
+            return _metric(scraped["text"], "switchyard_xcache_files_closed") >= 2
+        try:
+            wait_for(counters, timeout=120, interval=2, what="both reads' file closes in the exporter's metrics")
+        finally:
+            print("\n".join(line for line in scraped.get("text", "").splitlines() if line.startswith("switchyard_xcache")))
+        text = scraped["text"]
+        served = sum(_metric(text, f"switchyard_xcache_{kind}_bytes") for kind in ("hit", "miss", "bypass"))
+        assert _metric(text, "switchyard_xcache_origin_bytes") == len(payload)
+        assert 2 * len(payload) <= served <= 2 * (len(payload) + 10 * 2**20), served  # + a prefetch window (10 x 1 MiB)
+        assert _metric(text, "switchyard_xcache_hit_bytes") >= len(payload)
+        costs["exporter"] = {kind: _metric(text, f"switchyard_xcache_{kind}_bytes") for kind in ("hit", "miss", "origin")}
+        logs = cluster.kubectl("logs", "-n", namespace, cache["metadata"]["name"], "-c", "xrootd")
+        assert "xcache" in logs
+    finally:
+        COSTS.write_text(json.dumps(costs, indent=1))
+        print(json.dumps(costs, indent=1))
+
+
 def test_teardown_leaves_the_machine_as_it_was(real):
     cluster, nodes, before = real
     realnodes.down(CLUSTER)
+    subprocess.run(["rm", "-rf", str(DISK.parent)], check=False)
     assert realnodes.leftovers(CLUSTER) == []
     after = _host_state()
     assert after["sysctls"] == before["sysctls"]
