@@ -638,6 +638,10 @@ def down(cluster: str) -> list[str]:
             _run("umount", str(run), check=False)
             removed.append("mount /run/netns")
         marker.unlink()
+    try:
+        STATE_ROOT.rmdir()  # when no cluster has real nodes left
+    except OSError:
+        pass
     return removed
 
 
