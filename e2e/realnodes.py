@@ -636,6 +636,10 @@ def down(cluster: str) -> list[str]:
         run = pathlib.Path("/run/netns")
         if marker.read_text() == "no" and _is_mount(str(run)) and not any(run.iterdir()):
             _run("umount", str(run), check=False)
+            try:
+                run.rmdir()
+            except OSError:
+                pass
             removed.append("mount /run/netns")
         marker.unlink()
     try:
