@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 
 
@@ -19,6 +20,9 @@ def _run(args: argparse.Namespace) -> int:
     namespaces = args.namespace or []
     kopf.run(
         standalone=True,
+        # kopf names itself after the OS user by default; the image runs as UID 65532,
+        # which has no passwd entry, and getpass would fail (seen on a real node).
+        identity=f"switchyard@{socket.gethostname()}/{os.getpid()}",
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,

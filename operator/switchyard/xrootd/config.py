@@ -39,10 +39,13 @@ def meta_space_path(pool: XCachePoolBody) -> str:
 def directories_to_create(pool: XCachePoolBody) -> list[str]:
     """Directories the workload must create (owned by the xrootd user) before start.
 
-    xrootd refuses to start without its oss.localroot; it creates the meta
-    space directory itself, and the data paths are the disks' mount points.
+    xrootd refuses to start without its oss.localroot. The meta space is made
+    here too: xrootd would create it itself, but the kubelet makes the hostPath
+    it sits in as root (mode 0755), and xrootd, running as its own user, cannot
+    (seen on a real kubelet node: 'Unable to create meta space ... permission
+    denied', a crash loop). The data paths are the disks' mount points.
     """
-    return [namespace_path(pool)]
+    return [namespace_path(pool), meta_space_path(pool)]
 
 
 def _fraction(value: float) -> str:

@@ -91,7 +91,7 @@ def test_cache_pod_prepares_its_directories_and_mounts_token_auth():
     pod = sts["spec"]["template"]["spec"]
     prepare = pod["initContainers"][0]
     assert prepare["command"][:6] == ["install", "-d", "-o", "xrootd", "-g", "xrootd"]
-    assert prepare["command"][6:] == ["/mnt/meta/namespace", "/mnt/a", "/mnt/b"]
+    assert prepare["command"][6:] == ["/mnt/meta/namespace", "/mnt/meta/meta", "/mnt/a", "/mnt/b"]
     xrootd, exporter = pod["containers"]
     mounts = {m["mountPath"]: m for m in xrootd["volumeMounts"]}
     assert mounts["/etc/grid-security/xrd"]["name"] == "tls"

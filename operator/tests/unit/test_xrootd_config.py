@@ -77,7 +77,7 @@ def test_every_data_disk_is_a_data_space():
     assert spaces == ["/mnt/nvme0", "/mnt/nvme1", "/mnt/nvme2", "/mnt/nvme3"]
     assert re.findall(r"^oss\.space meta (\S+)$", text, flags=re.M) == ["/mnt/nvme-meta/meta"]
     assert "oss.localroot /mnt/nvme-meta/namespace" in text
-    assert directories_to_create(_pool("four-disks-tuned")) == ["/mnt/nvme-meta/namespace"]
+    assert directories_to_create(_pool("four-disks-tuned")) == ["/mnt/nvme-meta/namespace", "/mnt/nvme-meta/meta"]
 
 
 def test_monitoring_aims_at_the_exporter_port():
