@@ -607,7 +607,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         f"- **(a) switchyard**: an `AnalysisFacility` with one XCache pool over the {SWITCHES * CACHE_NODES} NVMe "
         f"nodes is applied and Ready first; the clock starts when a standalone `WorkerFleet` of {n} Dask workers "
         "(1 core, 2 GiB, `facilityRef: af`) is applied and stops when all its worker pods are Running. That "
-        "includes the facility re-planning with the new fleet, the plan annotation, and the fleet creating one "
+        "includes the facility re-planning with the new fleet, the plan handed to the fleet (status.plan), and the fleet creating one "
         f"Deployment per switch the plan uses. `rampUp.maxStartsPerSecond` is set to {results['ramp_rate']:g} "
         "(the schema's maximum) so the start-rate limit is not what is measured; `jitterSeconds` stays at its "
         "default 10, which costs nothing here because kwok does not run the jitter init container.",
