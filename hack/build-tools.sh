@@ -39,15 +39,18 @@ go_install() { # NAME MODULE_PATH VERSION
   mark "$name" "$version"
 }
 
-build_etcd() {
-  have etcd "$ETCD_VERSION" && return 0
-  log "building etcd $ETCD_VERSION"
-  local dir="$WORK/etcd"
+# build_wrapped NAME MODULE VERSION: modules whose replace directives make `go
+# install` refuse them are built from a throwaway wrapper module of their own.
+build_wrapped() {
+  local name=$1 module=$2 version=$3
+  have "$name" "$version" && return 0
+  log "building $name $version"
+  local dir="$WORK/$name"
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
-  go mod init switchyard.local/etcd >/dev/null 2>&1
-  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
-  go build -o "$BIN/etcd" go.etcd.io/etcd/server/v3
-  mark etcd "$ETCD_VERSION"
+  go mod init "switchyard.local/$name" >/dev/null 2>&1
+  go get "$module@$version"
+  go build -o "$BIN/$name" "$module"
+  mark "$name" "$version"
 }
 
 K8S_STAGING="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
@@ -91,26 +94,15 @@ build_kubernetes() {
   done
 }
 
-# CoreDNS in a wrapper module of its own: in the Kubernetes one its dependencies
-# (grpc, otel, the DNS libraries) would raise the versions the Kubernetes
-# components are built with.
-build_coredns() {
-  have coredns "$COREDNS_VERSION" && return 0
-  log "building coredns $COREDNS_VERSION"
-  local dir="$WORK/coredns"
-  rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
-  go mod init switchyard.local/coredns >/dev/null 2>&1
-  go get "github.com/coredns/coredns@$COREDNS_VERSION"
-  go build -o "$BIN/coredns" github.com/coredns/coredns
-  mark coredns "$COREDNS_VERSION"
-}
-
 command -v go >/dev/null || { log "Go is required (https://go.dev/dl)"; exit 1; }
 go_install kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"
 go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
-build_etcd
+build_wrapped etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 build_kubernetes
-build_coredns
+# CoreDNS in a wrapper module of its own: in the Kubernetes one its dependencies
+# (grpc, otel, the DNS libraries) would raise the versions the Kubernetes
+# components are built with.
+build_wrapped coredns github.com/coredns/coredns "$COREDNS_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kind sigs.k8s.io/kind "$KIND_VERSION"
 log "tools ready in $BIN"

@@ -4,6 +4,8 @@
 # Prometheus, and the unprivileged user xrootd runs as (it refuses root).
 # Idempotent: safe to call on every CI run.
 set -euo pipefail
+# shellcheck source=hack/apt-install.sh
+. "$(dirname "$0")/apt-install.sh"
 
 PACKAGES=(
   xrootd-server            # xrootd, cmsd daemons
@@ -18,16 +20,7 @@ XROOTD_USER="${XROOTD_USER:-xrootd}"
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$pkg")
-  fi
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  "${SUDO[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+apt_install "${PACKAGES[@]}"
 
 if ! id -u "$XROOTD_USER" >/dev/null 2>&1; then
   "${SUDO[@]}" useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "$XROOTD_USER"
