@@ -85,7 +85,7 @@ def node_manifests(topology_path: pathlib.Path) -> list[dict]:
                 "labels": {**info.labels, "kubernetes.io/hostname": info.name, "kubernetes.io/os": "linux",
                            "kubernetes.io/arch": "amd64", "type": "kwok"},
             },
-            "spec": {},
+            "spec": {"taints": [t.to_wire() for t in info.taints]} if info.taints else {},
             # A loopback InternalIP per node: kwok gives host-network pods (the cache
             # hosts) their node's address, so a test can serve a host's exporter there.
             "status": {"allocatable": resources, "capacity": dict(resources), "phase": "Running",

@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 from pydantic import Field, ValidationError
 
 from .api.analysisfacility import Network
-from .api.base import DnsLabel, LabelKey, LabelValue, Model
+from .api.base import REPELLING_EFFECTS, DnsLabel, LabelKey, LabelValue, Model, Taint, Toleration, admits
 
 GIB = 1024**3
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
@@ -49,6 +49,8 @@ class NodeInfo:
     annotations: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
     # When the Ready condition left True (RFC 3339), for a node that is not Ready now.
     not_ready_since: str | None = None
+    # Its taints (spec.taints), sorted.
+    taints: tuple[Taint, ...] = ()
 
     def label(self, key: str) -> str | None:
         return self.labels.get(key)
@@ -65,6 +67,12 @@ def _positive_float(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if value and value > 0 else None
+
+
+def node_taints(taints: Iterable[Mapping]) -> tuple[Taint, ...]:
+    """A Node's spec.taints, sorted (read from the API server: not validated again)."""
+    kept = {(t.get("key") or "", t.get("value") or "", t.get("effect") or "") for t in taints}
+    return tuple(Taint.model_construct(key=k, value=v, effect=e) for k, v, e in sorted(kept))
 
 
 def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") -> NodeInfo:
@@ -86,6 +94,7 @@ def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") ->
         schedulable=ready and not body.get("spec", {}).get("unschedulable", False),
         annotations=annotations,
         not_ready_since=None if ready else ready_condition.get("lastTransitionTime") or "",
+        taints=node_taints(body.get("spec", {}).get("taints") or ()),
     )
 
 
@@ -100,6 +109,11 @@ class Host:
     memory_bytes: int
     pods: int
     labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    taints: tuple[Taint, ...] = field(default=(), compare=False, hash=False)   # NoSchedule, NoExecute
+
+    def admits(self, tolerations: Iterable[Toleration]) -> bool:
+        """Whether pods with these tolerations may be scheduled here (every NoSchedule/NoExecute taint tolerated)."""
+        return not self.taints or admits(self.taints, tolerations)
 
     def matches(self, selector: Mapping[str, str]) -> bool:
         return all(self.labels.get(k) == v for k, v in selector.items())
@@ -154,6 +168,8 @@ def snapshot(nodes: Iterable[NodeInfo], network: Network) -> Topology:
         by_switch[switch].append(Host(
             name=node.name, switch=switch, nic_gbps=node.nic(network.nic_gbps_annotation) or network.default_nic_gbps,
             cpu_millis=node.cpu_millis, memory_bytes=node.memory_bytes, pods=node.pods, labels=node.labels,
+            # Only the taints that keep pods off; PreferNoSchedule merely steers the scheduler.
+            taints=tuple(t for t in node.taints if t.effect in REPELLING_EFFECTS),
         ))
     return Topology(
         switches=tuple(SwitchNodes(n, declared[n].uplink_gbps, tuple(by_switch[n])) for n in sorted(declared)),
@@ -176,6 +192,7 @@ class NodeGroup(Model):
     pods: int = Field(default=110, ge=1, le=10000, description="Allocatable pods.")
     nvme_disks: int = Field(default=0, ge=0, le=64, description="NVMe data disks; nodes with any are labelled as NVMe nodes.")
     labels: dict[LabelKey, LabelValue] = Field(default={}, max_length=16, description="Extra node labels.")
+    taints: list[Taint] = Field(default=[], max_length=16, description="Node taints, e.g. {key: dedicated, value: xcache, effect: NoSchedule}.")
 
 
 class TopologySwitch(Model):
@@ -206,6 +223,7 @@ class TopologyFile(Model):
                     out.append(NodeInfo(
                         name=name.lower(), labels=dict(sorted(labels.items())), nic_gbps=group.nic_gbps,
                         cpu_millis=group.cpu * 1000, memory_bytes=group.memory_gib * GIB, pods=group.pods,
+                        taints=node_taints(t.to_wire() for t in group.taints),
                     ))
         return out
 

@@ -7,7 +7,7 @@ anything is planned or built.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Iterable, Literal
 
 import functools
 import ipaddress
@@ -26,6 +26,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 OBJECT_NAME_MAX = 40
 OBJECT_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
+_LABEL_KEY_PATTERN = r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_VALUE_PATTERN = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 # DNS-1123 label: what Kubernetes accepts as a name that also becomes part of
 # child object names and label values.
 DnsLabel = Annotated[
@@ -35,7 +37,7 @@ DnsLabel = Annotated[
 # A label value (e.g. a switch name as it appears on nodes).
 LabelValue = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"),
+    StringConstraints(min_length=1, max_length=63, pattern=rf"^{_LABEL_VALUE_PATTERN}$"),
 ]
 # A qualified label or annotation key such as "switchyard.dev/switch".
 LabelKey = Annotated[
@@ -43,7 +45,7 @@ LabelKey = Annotated[
     StringConstraints(
         min_length=1,
         max_length=253,
-        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        pattern=rf"^{_LABEL_KEY_PATTERN}$",
     ),
 ]
 # A TCP port number written inside an address (1-65535).
@@ -77,6 +79,7 @@ HostName = Annotated[
     AfterValidator(_check_host),
 ]
 Port = Annotated[int, Field(ge=1, le=65535)]
+
 
 
 def wire_name(field: str) -> str:
@@ -157,3 +160,71 @@ class CommonStatus(Model):
 
     observed_generation: int = Field(default=0, description="The .metadata.generation last reconciled.")
     conditions: list[Condition] = Field(default=[], description="Ready, Progressing and Degraded conditions.")
+
+
+# --------------------------------------------------------------- taints, tolerations
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+# The effects that keep a pod off a node; PreferNoSchedule only steers the scheduler.
+REPELLING_EFFECTS = ("NoSchedule", "NoExecute")
+MAX_TOLERATIONS = 16
+
+
+class Taint(Model):
+    """A node taint (as in a Node's spec.taints)."""
+
+    key: LabelKey = Field(description="Taint key, e.g. 'dedicated'.")
+    value: Annotated[str, StringConstraints(max_length=63, pattern=rf"^({_LABEL_VALUE_PATTERN})?$")] = Field(
+        default="", description="Taint value, e.g. 'xcache'.")
+    effect: TaintEffect = Field(description="NoSchedule, PreferNoSchedule or NoExecute.")
+
+
+class Toleration(Model):
+    """A Kubernetes toleration: lets the pods onto nodes with a matching taint."""
+
+    model_config = rules(
+        cel("self.operator != 'Exists' || self.value == ''", "a toleration with operator 'Exists' must not set a value", ".value"),
+        cel("self.key != '' || self.operator == 'Exists'", "a toleration with an empty key must use operator 'Exists'", ".operator"),
+        cel("!has(self.tolerationSeconds) || self.effect == 'NoExecute'",
+            "tolerationSeconds needs effect 'NoExecute'", ".tolerationSeconds"),
+    )
+
+    key: Annotated[str, StringConstraints(max_length=253, pattern=rf"^({_LABEL_KEY_PATTERN})?$")] = Field(
+        default="", description="Taint key to tolerate; empty (with operator Exists) tolerates every taint.")
+    operator: Literal["Equal", "Exists"] = Field(
+        default="Equal", description="Equal: the taint's value must equal value. Exists: any value.")
+    value: Annotated[str, StringConstraints(max_length=63, pattern=rf"^({_LABEL_VALUE_PATTERN})?$")] = Field(
+        default="", description="Taint value to tolerate (operator Equal only).")
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="", description="Taint effect to tolerate; empty tolerates every effect.")
+    toleration_seconds: int | None = Field(
+        default=None, ge=0, le=31_536_000,
+        description="With effect NoExecute: how long the pod stays bound after the taint appears; unset: forever.")
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' matching rule (ToleratesTaint): effect, then key, then value by operator."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+    def to_pod(self) -> dict:
+        """The toleration as a pod spec carries it (empty fields left out, as the API server stores them)."""
+        return {k: v for k, v in self.to_wire().items() if v != ""}
+
+
+def admits(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> bool:
+    """Whether pods with these tolerations may be scheduled onto a node with these taints:
+    every NoSchedule or NoExecute taint is tolerated (PreferNoSchedule never keeps a pod off)."""
+    tolerations = tuple(tolerations)
+    return all(any(t.tolerates(taint) for t in tolerations) for taint in taints if taint.effect in REPELLING_EFFECTS)
+
+
+def tolerations_field(what: str):
+    """The `tolerations` field of a kind whose pods may need to land on tainted nodes."""
+    return Field(
+        default=[], max_length=MAX_TOLERATIONS,
+        description=f"Tolerations of {what}, as in a pod spec. The planner only places them on nodes whose "
+        "NoSchedule and NoExecute taints these tolerate.",
+    )

@@ -6,7 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from .base import DNS_NAME_PATTERN, PORT_PATTERN, CommonStatus, ImageRef, LabelKey, LabelValue, Model, ObjectRef, cel, rules
+from .base import (DNS_NAME_PATTERN, PORT_PATTERN, CommonStatus, ImageRef, LabelKey, LabelValue, Model, ObjectRef, Toleration,
+                   cel, rules, tolerations_field)
 
 BucketName = Annotated[str, StringConstraints(min_length=3, max_length=63, pattern=r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")]
 SecretName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
@@ -42,6 +43,7 @@ class Embedded(Model):
     volume_size_gib: int = Field(default=100, ge=1, le=1_000_000, description="Volume size per server, in GiB.")
     storage_class: StorageClassName | None = Field(default=None, description="StorageClass of the servers' volumes; the cluster default when unset.")
     node_selector: dict[LabelKey, LabelValue] = Field(default={}, max_length=16, description="Node labels a MinIO server must carry.")
+    tolerations: list[Toleration] = tolerations_field("the MinIO servers")
     image: ImageRef = Field(default=DEFAULT_MINIO_IMAGE, description="MinIO server image.")
 
 

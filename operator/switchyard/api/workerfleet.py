@@ -16,8 +16,10 @@ from .base import (
     Model,
     ObjectRef,
     Port,
+    Toleration,
     cel,
     rules,
+    tolerations_field,
 )
 from .plans import FleetPlan
 from .xcachepool import SwitchCount
@@ -106,6 +108,7 @@ class WorkerFleetBody(Model):
     read_gbps: float = Field(default=0.2, gt=0, le=400, description="Gbps one busy worker reads; the planner's demand per worker.")
     pool: DnsLabel | None = Field(default=None, description="Name of the facility's cache pool to read through; defaults to the first pool.")
     staging: DnsLabel | None = Field(default=None, description="Name of an S3Staging whose endpoint and credentials the workers receive.")
+    tolerations: list[Toleration] = tolerations_field("the workers (and of the Dask scheduler the fleet creates)")
     ramp_up: RampUp = Field(default_factory=RampUp, description="Start-storm shaping.")
     env: list[EnvVar] = Field(
         default=[], max_length=64, description="Extra environment for every worker.",

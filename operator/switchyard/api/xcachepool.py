@@ -19,8 +19,10 @@ from .base import (
     Model,
     ObjectRef,
     Port,
+    Toleration,
     cel,
     rules,
+    tolerations_field,
 )
 
 DEFAULT_XCACHE_IMAGE = "hub.opensciencegrid.org/opensciencegrid/xcache:23-release"
@@ -176,6 +178,7 @@ class XCachePoolBody(Model):
     node_selector: dict[LabelKey, LabelValue] = Field(max_length=16,
         default={}, description="Further node labels a cache host must carry.",
     )
+    tolerations: list[Toleration] = tolerations_field("the cache pods")
     max_hosts_per_switch: int = Field(default=8, ge=0, le=1000, description="Upper bound on cache hosts on one switch.")
     serve_gbps: float = Field(default=40.0, gt=0, le=800, description="What one cache host can serve, in Gbps (capped by the node's NIC).")
     miss_ratio: float = Field(default=0.1, ge=0, le=1, description="Expected fraction of served bytes fetched from the origin.")
