@@ -1,7 +1,8 @@
 """The planner's input reduced to numbers: switches, node classes, pools, fleets.
 
 Nodes behind one switch that are interchangeable for placement (same NIC,
-CPU, memory, pods and the same set of pools they may host a cache for) form
+CPU, memory, pods and the same sets of pools they may host a cache for and
+of fleets whose workers they may run, by labels and taints) form
 one *class*; the solver decides counts per class, never per node, which keeps
 the model small at thousands of nodes. Names and orders are sorted, so the
 same input always builds the same model.
@@ -48,6 +49,7 @@ class NodeClass:
     memory_bytes: int
     pods: int
     eligible: frozenset[int]   # pools this class may host a cache for
+    fleets: frozenset[int]     # fleets whose workers may run here (their tolerations admit its taints)
 
     @property
     def count(self) -> int:
@@ -85,6 +87,8 @@ class Problem:
         return self._slots[key]
 
     def _count_slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None) -> int:
+        if fleet not in node_class.fleets:
+            return 0
         f = self.fleets[fleet]
         cpu, mem, pods, nic = node_class.cpu_millis, node_class.memory_bytes, node_class.pods, node_class.nic_gbps
         if cache_pool is not None:
@@ -124,8 +128,14 @@ def fleet_pool_index(fleet: FleetRequest, pools: list[PoolRequest]) -> int | Non
 
 
 def host_eligible(host: Host, pool: PoolRequest) -> bool:
+    """Whether a pool's cache may run on the host: NVMe, its nodeSelector, its tolerations admit the taints."""
     body = pool.body
-    return host.has_nvme(body.nvme_label) and host.matches(body.node_selector)
+    return host.has_nvme(body.nvme_label) and host.matches(body.node_selector) and host.admits(body.tolerations)
+
+
+def worker_eligible(host: Host, fleet: FleetRequest) -> bool:
+    """Whether a fleet's workers may run on the host: its tolerations admit the host's taints."""
+    return host.admits(fleet.body.tolerations)
 
 
 def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest]) -> Problem:
@@ -139,12 +149,13 @@ def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[Fle
     for sw in sorted(topology.switches, key=lambda s: s.name):
         groups: dict[tuple, list[str]] = {}
         for host in sw.hosts:
-            eligible = frozenset(i for i, p in enumerate(pools) if host_eligible(host, p))
-            key = (host.nic_gbps, host.cpu_millis, host.memory_bytes, host.pods, tuple(sorted(eligible)))
+            eligible = tuple(i for i, p in enumerate(pools) if host_eligible(host, p))
+            runs = tuple(j for j, f in enumerate(fleets) if worker_eligible(host, f))
+            key = (host.nic_gbps, host.cpu_millis, host.memory_bytes, host.pods, eligible, runs)
             groups.setdefault(key, []).append(host.name)
         classes = tuple(
             NodeClass(nodes=tuple(sorted(names)), nic_gbps=k[0], cpu_millis=k[1], memory_bytes=k[2], pods=k[3],
-                      eligible=frozenset(k[4]))
+                      eligible=frozenset(k[4]), fleets=frozenset(k[5]))
             for k, names in sorted(groups.items(), key=lambda kv: min(kv[1]))
         )
         switches.append(SwitchSpec(sw.name, sw.uplink_gbps, classes))
@@ -160,10 +171,10 @@ def _check_satisfiable(problem: Problem) -> None:
                 or pool.max_hosts_per_switch == 0:
             raise Unsatisfiable("NoEligibleCacheNodes",
                                 f"pool {pool.name}: no schedulable node with its NVMe label (and matching its "
-                                f"nodeSelector, with room for the cache pod) on any of the facility's switches")
+                                f"nodeSelector and tolerations, with room for the cache pod) on any of the facility's switches")
     for j, fleet in enumerate(problem.fleets):
         if fleet.replicas and not any(problem.slots(j, c) for s in problem.switches for c in s.classes):
             raise Unsatisfiable("NoNodeFitsWorker",
-                                f"fleet {fleet.name}: no node has {fleet.cpu_millis // 1000} cores, "
+                                f"fleet {fleet.name}: no node its tolerations admit has {fleet.cpu_millis // 1000} cores, "
                                 f"{fleet.memory_bytes / GIB:g} GiB and {fleet.read_gbps:g} Gbps of NIC free for one worker",
                                 fleet=fleet.name)

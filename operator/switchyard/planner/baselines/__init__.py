@@ -79,6 +79,11 @@ def _caches(problem: Problem, pick) -> dict[tuple[int, int], tuple[str, ...]]:
     return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
+def _runs(problem: Problem, fleet: int) -> set[str]:
+    """The nodes a fleet's workers may run on (problem.worker_eligible, through the node classes)."""
+    return {n for sw in problem.switches for c in sw.classes if fleet in c.fleets for n in c.nodes}
+
+
 def _room(problem: Problem, cache_nodes) -> dict[str, list[float]]:
     """Free CPU, memory, pods, NIC per node after the cache pods."""
     free = {}
@@ -118,7 +123,8 @@ def _least_allocated(problem: Problem, cache_nodes) -> dict[tuple[int, int], int
     workers: dict[tuple[int, int], int] = {}
     for j, f in enumerate(problem.fleets):
         size = (f.cpu_millis, f.memory_bytes, 1, f.read_gbps)
-        heap = [(used(n), n) for n in sorted(free) if _fits(free[n], size)]
+        runs = _runs(problem, j)
+        heap = [(used(n), n) for n in sorted(free) if n in runs and _fits(free[n], size)]
         heapq.heapify(heap)
         for _ in range(f.replicas):
             if not heap:
@@ -138,7 +144,8 @@ def _random_workers(problem: Problem, cache_nodes, rng: random.Random) -> dict[t
     workers: dict[tuple[int, int], int] = {}
     for j, f in enumerate(problem.fleets):
         size = (f.cpu_millis, f.memory_bytes, 1, f.read_gbps)
-        open_nodes = [n for n in sorted(free) if _fits(free[n], size)]
+        runs = _runs(problem, j)
+        open_nodes = [n for n in sorted(free) if n in runs and _fits(free[n], size)]
         for _ in range(f.replicas):
             if not open_nodes:
                 break

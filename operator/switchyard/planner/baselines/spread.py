@@ -8,22 +8,19 @@ from __future__ import annotations
 
 from ...topology import Host, Topology
 from ..model import FleetRequest, Placement, Plan, PoolRequest, Unsatisfiable, UplinkLoad
+from ..problem import host_eligible, worker_eligible
 
 NAME = "spread"
 _GIB = 1024**3
 
 
 def eligible_cache_hosts(topology: Topology, pool: PoolRequest) -> dict[str, tuple[Host, ...]]:
-    """Per switch, the hosts a pool's caches may use (NVMe and selector)."""
-    body = pool.body
-    return {
-        s.name: tuple(h for h in s.hosts if h.has_nvme(body.nvme_label) and h.matches(body.node_selector))
-        for s in topology.switches
-    }
+    """Per switch, the hosts a pool's caches may use (NVMe, selector, tolerations)."""
+    return {s.name: tuple(h for h in s.hosts if host_eligible(h, pool)) for s in topology.switches}
 
 
 def fits_worker(host: Host, fleet: FleetRequest) -> bool:
-    return host.cpu_millis >= fleet.body.cores * 1000 and host.memory_bytes >= fleet.body.memory_gib * _GIB
+    return worker_eligible(host, fleet) and host.cpu_millis >= fleet.body.cores * 1000 and host.memory_bytes >= fleet.body.memory_gib * _GIB
 
 
 def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str = "auto",
