@@ -1,4 +1,4 @@
-"""`switchyard run | plan | render | exporter`."""
+"""`switchyard run | plan | render | route | exporter`."""
 
 from __future__ import annotations
 
@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     if plancli is not None:
         plancli.add_parser(sub)
 
+    route = sub.add_parser("route", help="print the URL of the cache that should serve a root:// file (worker side)",
+                           add_help=False)
+    route.set_defaults(func=None)
+
     exporter = sub.add_parser("exporter", help="XRootD monitoring → Prometheus sidecar", add_help=False)
     exporter.set_defaults(func=None)
     return parser
@@ -92,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["route"]:  # before the parser: workers call it per file, without the planner's imports
+        from .routing import cli
+
+        return cli.main(argv[1:])
     if argv[:1] == ["exporter"]:
         from . import exporter
 

@@ -19,14 +19,15 @@ from collections.abc import Sequence
 
 from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, WorkerFleetSpec
 from ..api.plans import FleetPlan
-from .common import FLEET_LABEL, SWITCH_LABEL, child_name, labels, restricted_security_context, switch_affinity
+from ..routing import HASH_RULE  # the rule of switchyard.planner.hashing, as workers are told it
+from .common import (FLEET_LABEL, SWITCH_LABEL, child_name, labels, restricted_security_context, switch_affinity,
+                     tolerations)
 from .xcachepool import endpoint
 
 ROUTING_LABEL = "switchyard.dev/routing"  # on the two Deployments (and pods) of a switch with both kinds
 DASK_SCHEDULER_PORT = 8786
 DASK_DASHBOARD_PORT = 8787
 CHILD_KINDS = ("Deployment", "Service")
-HASH_RULE = "rendezvous-sha256-v1"  # documented in switchyard.planner.hashing
 TASKVINE_IDLE_TIMEOUT_SECONDS = 86400  # a worker Kubernetes restarts should not quit after 15 idle minutes
 # XRootD client settings for reads through the caches: fail over quickly to
 # the next cache instead of waiting on a dead one for minutes.
@@ -167,6 +168,7 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
                 "metadata": {"labels": pod_labels},
                 "spec": {
                     "affinity": switch_affinity(switch_label, switch),
+                    **tolerations(spec.tolerations),
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
@@ -197,6 +199,7 @@ def build_scheduler(fleet: str, spec: WorkerFleetSpec) -> list[dict]:
         "spec": {"replicas": 1, "selector": {"matchLabels": selector},
                  "template": {"metadata": {"labels": pod_labels},
                               "spec": {"automountServiceAccountToken": False, "containers": [container],
+                                       **tolerations(spec.tolerations),
                                        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}}},
     }
     service = {
