@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping
+from typing import Mapping, Sequence
+
+from ..api.base import Toleration
 
 SWITCH_LABEL = "switchyard.dev/switch"  # on pods: the switch the plan put them on
 POOL_LABEL = "switchyard.dev/pool"
@@ -53,6 +55,11 @@ def switch_affinity(switch_label: str, switch: str, hostnames: tuple[str, ...] =
 def one_per_node(selector: Mapping[str, str]) -> dict:
     return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def tolerations(items: Sequence[Toleration]) -> dict:
+    """A pod spec's `tolerations` entry for a kind's tolerations (nothing when there are none)."""
+    return {"tolerations": [t.to_pod() for t in items]} if items else {}
 
 
 def restricted_security_context(uid: int = 1000) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 
 from ..api.s3staging import Embedded, S3StagingBody
-from .common import child_name, labels, one_per_node, restricted_security_context
+from .common import child_name, labels, one_per_node, restricted_security_context, tolerations
 
 STAGING_LABEL = "switchyard.dev/staging"
 MINIO_PORT = 9000
@@ -132,6 +132,7 @@ def build_minio(staging: str, namespace: str, spec: S3StagingBody) -> list[dict]
     }
     if embedded.node_selector:
         pod_spec["nodeSelector"] = dict(sorted(embedded.node_selector.items()))
+    pod_spec.update(tolerations(embedded.tolerations))
     retention = "Delete" if spec.reclaim_policy == "Delete" else "Retain"
     statefulset = {
         "apiVersion": "apps/v1", "kind": "StatefulSet",

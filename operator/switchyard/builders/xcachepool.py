@@ -13,7 +13,7 @@ from ..exporterspec import exporter_args
 from ..xrootd import config_checksum, directories_to_create, render_config, render_scitokens_config
 from ..xrootd.config import DEFAULT_EXPORTER_PORT as EXPORTER_PORT
 from ..xrootd.config import SCITOKENS_CONFIG_PATH, TLS_DIR
-from .common import POOL_LABEL, SWITCH_LABEL, child_name, labels, one_per_node, switch_affinity
+from .common import POOL_LABEL, SWITCH_LABEL, child_name, labels, one_per_node, switch_affinity, tolerations
 
 CONFIG_KEY = "xcache.cfg"
 SCITOKENS_KEY = "scitokens.cfg"
@@ -129,6 +129,7 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
                     "dnsPolicy": "ClusterFirstWithHostNet",
                     "enableServiceLinks": False,
                     "affinity": {**switch_affinity(switch_label, switch, hosts), **one_per_node({POOL_LABEL: pool})},
+                    **tolerations(spec.tolerations),
                     "terminationGracePeriodSeconds": 60,
                     "initContainers": [_prepare_container(spec, mounts)],
                     "containers": [xrootd, exporter],
