@@ -1,0 +1,413 @@
+"""An emulated switch fabric: network namespaces, bridges, veth pairs and tc HTB.
+
+A spine bridge, one bridge per switch (each in its own namespace), one
+namespace per node that hosts a cache or readers, and an origin behind a WAN
+link. Every link is shaped on the egress of each veth end, so both directions
+of an uplink, a NIC and the WAN have their own rate (no IFB). Real xrootd
+origin and caches run inside the namespaces (as the unprivileged xrootd user),
+real `xrdcp` readers too; bytes are read from the interface counters.
+
+Everything this module makes is named with PREFIX ("syfab-") and a run tag:
+namespaces `syfab-<tag>-spine`, `-s<i>` (switches), `-n<i>` (nodes), `-origin`.
+Links live only inside those namespaces, so deleting the namespaces removes
+them; processes are found with `ip netns pids`. No namespace has a route out,
+and every sysctl changed is a per-namespace one (gone with the namespace).
+
+    python3 e2e/fabric.py down [--tag TAG]     # remove what a (dead) run left
+
+Rates: HTB counts whole frames, so shaped rates and the counters are both in
+wire bytes (a full TCP frame carries 1448 payload bytes in 1514: payload is
+~0.956 of a shaped rate). Readers are paced (xrdcp --xrate, payload bytes) so
+that their wire rate is the demand they stand for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PREFIX = "syfab-"
+XROOTD_USER = os.environ.get("XROOTD_USER", "xrootd")
+PORT = 1094
+WIRE_PER_PAYLOAD = 1514 / 1448
+SUBNET = "10.77"
+ORIGIN_IP = f"{SUBNET}.250.1"
+
+
+class FabricError(RuntimeError):
+    pass
+
+
+def run(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess:
+    result = subprocess.run(list(args), capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise FabricError(f"{' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
+    return result
+
+
+def namespaces(prefix: str = PREFIX) -> list[str]:
+    out = run("ip", "-j", "netns", "list", check=False).stdout.strip()
+    names = [entry["name"] for entry in json.loads(out)] if out else []
+    return sorted(n for n in names if n.startswith(prefix))
+
+
+def down(prefix: str = PREFIX) -> list[str]:
+    """Stop every process inside, then delete, every namespace named with `prefix`."""
+    found = namespaces(prefix)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = False
+        for ns in found:
+            for pid in run("ip", "netns", "pids", ns, check=False).stdout.split():
+                alive = True
+                try:
+                    os.kill(int(pid), sig)
+                except ProcessLookupError:
+                    pass
+        if not alive:
+            break
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(run("ip", "netns", "pids", ns, check=False).stdout.strip()
+                                                  for ns in found):
+            time.sleep(0.1)
+    for ns in found:
+        run("ip", "netns", "del", ns, check=False)
+    return found
+
+
+def shape(ns: str, dev: str, mbit: float) -> None:
+    """HTB at `mbit` on the egress of `dev`, with a drop-tail FIFO of about 40 ms (at least 256 KB)."""
+    rate = f"{mbit:.3f}mbit"
+    limit = max(256_000, int(mbit * 1e6 / 8 * 0.04))
+    run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
+    run("tc", "-n", ns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate,
+        "ceil", rate, "burst", "64k", "cburst", "64k", "quantum", "60000")
+    run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", "bfifo", "limit",
+        str(limit))
+
+
+def unshape(ns: str, dev: str) -> None:
+    run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
+
+
+@dataclass
+class Port:
+    """One veth end that carries a shaped direction: bytes leaving `dev` in `ns`."""
+
+    ns: str
+    dev: str
+    mbit: float
+
+
+@dataclass
+class Node:
+    name: str
+    switch: str
+    ns: str
+    ip: str
+    nic_out_mbit: float   # leaving the node (what a cache serves is capped here)
+    nic_in_mbit: float    # entering the node
+
+
+@dataclass
+class Fabric:
+    """The fabric of one run. Use as a context manager: leaving it tears everything down."""
+
+    tag: str
+    uplinks_mbit: dict[str, float]            # switch -> uplink Mbit/s (each direction)
+    nodes: list[Node] = field(default_factory=list)
+    wan_mbit: float = 1000.0
+    workdir: Path | None = None
+    switch_ns: dict[str, str] = field(default_factory=dict)
+    ports: list[Port] = field(default_factory=list)
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @classmethod
+    def plan(cls, tag: str, uplinks_mbit: dict[str, float], hosts: list[tuple[str, str, float, float]],
+             wan_mbit: float) -> "Fabric":
+        """hosts: (node, switch, Mbit/s out, Mbit/s in)."""
+        fabric = cls(tag, dict(uplinks_mbit), wan_mbit=wan_mbit)
+        for i, (name, switch, out_mbit, in_mbit) in enumerate(hosts):
+            ip = f"{SUBNET}.{1 + i // 250}.{1 + i % 250}"
+            fabric.nodes.append(Node(name, switch, f"{fabric.prefix}n{i}", ip, out_mbit, in_mbit))
+        for i, switch in enumerate(sorted(uplinks_mbit)):
+            fabric.switch_ns[switch] = f"{fabric.prefix}s{i}"
+        return fabric
+
+    @property
+    def prefix(self) -> str:
+        return f"{PREFIX}{self.tag}-"
+
+    @property
+    def spine(self) -> str:
+        return f"{self.prefix}spine"
+
+    @property
+    def origin_ns(self) -> str:
+        return f"{self.prefix}origin"
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    # ------------------------------------------------------------ build and teardown
+
+    def __enter__(self) -> "Fabric":
+        try:
+            self.build()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def _namespace(self, ns: str) -> None:
+        run("ip", "netns", "add", ns)
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
+            run("ip", "netns", "exec", ns, "sysctl", "-qw", f"{key}=1", check=False)
+
+    def _bridge(self, ns: str) -> None:
+        run("ip", "-n", ns, "link", "add", "syfbr", "type", "bridge", "stp_state", "0", "forward_delay", "0",
+            "mcast_snooping", "0")
+        run("ip", "-n", ns, "link", "set", "syfbr", "up")
+        # Bridged frames must not pass through the host's iptables (per-namespace when br_netfilter is loaded).
+        run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0", check=False)
+
+    def _cable(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str, bridge_b: bool, mbit_a: float, mbit_b: float,
+               bridge_a: bool = False) -> None:
+        """A veth pair; mbit_a shapes what leaves ns_a (through dev_a), mbit_b what leaves ns_b."""
+        run("ip", "link", "add", "name", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b, "netns", ns_b)
+        for ns, dev, bridged in ((ns_a, dev_a, bridge_a), (ns_b, dev_b, bridge_b)):
+            if bridged:
+                run("ip", "-n", ns, "link", "set", "dev", dev, "master", "syfbr")
+            run("ip", "-n", ns, "link", "set", "dev", dev, "up")
+        self.ports += [Port(ns_a, dev_a, mbit_a), Port(ns_b, dev_b, mbit_b)]
+
+    def build(self) -> None:
+        """Namespaces, bridges and veths, unshaped (call shape_links() after warming the caches)."""
+        if namespaces(self.prefix):
+            raise FabricError(f"namespaces {self.prefix}* exist already: run `python3 e2e/fabric.py down`")
+        self.workdir = Path(tempfile.mkdtemp(prefix=self.prefix))
+        self.workdir.chmod(0o755)
+        self._namespace(self.spine)
+        self._bridge(self.spine)
+        for switch, ns in sorted(self.switch_ns.items()):
+            self._namespace(ns)
+            self._bridge(ns)
+            mbit = self.uplinks_mbit[switch]
+            # syfup: the switch's end (egress = leaving the switch); the spine's end is named after the switch ns
+            self._cable(ns, "syfup", self.spine, ns.removeprefix(PREFIX)[-14:], True, mbit, mbit, bridge_a=True)
+        for node in self.nodes:
+            self._namespace(node.ns)
+            sw = self.switch_ns[node.switch]
+            self._cable(node.ns, "eth0", sw, node.ns.removeprefix(PREFIX)[-14:], True, node.nic_out_mbit,
+                        node.nic_in_mbit)
+            run("ip", "-n", node.ns, "addr", "add", f"{node.ip}/16", "dev", "eth0")
+        self._namespace(self.origin_ns)
+        self._cable(self.origin_ns, "eth0", self.spine, "syfwan", True, self.wan_mbit, self.wan_mbit)
+        run("ip", "-n", self.origin_ns, "addr", "add", f"{ORIGIN_IP}/16", "dev", "eth0")
+        (self.workdir / "fabric.json").write_text(json.dumps(self.describe(), indent=1))
+
+    def shape_links(self, factor: float = 1.0) -> None:
+        for port in self.ports:
+            shape(port.ns, port.dev, port.mbit * factor)
+
+    def unshape_links(self) -> None:
+        for port in self.ports:
+            unshape(port.ns, port.dev)
+
+    def down(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        down(self.prefix)
+        for process in self.processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.processes.clear()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def describe(self) -> dict:
+        return {"tag": self.tag, "uplinks_mbit": self.uplinks_mbit, "wan_mbit": self.wan_mbit,
+                "switch_ns": self.switch_ns, "nodes": [vars(n) for n in self.nodes]}
+
+    # ------------------------------------------------------------ processes
+
+    def spawn(self, ns: str, argv: list[str], log: Path, as_xrootd: bool = False) -> subprocess.Popen:
+        prefix = ["ip", "netns", "exec", ns]
+        if as_xrootd:
+            account = pwd.getpwnam(XROOTD_USER)
+            prefix += ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups"]
+        with open(log, "ab") as out:
+            process = subprocess.Popen(prefix + argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True, cwd=self.workdir)
+        self.processes.append(process)
+        return process
+
+    def _xrootd_dir(self, name: str) -> Path:
+        account = pwd.getpwnam(XROOTD_USER)
+        path = self.workdir / name
+        for sub in ("", "admin"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+            os.chown(path / sub, account.pw_uid, account.pw_gid)
+        return path
+
+    def _xrootd(self, ns: str, ip: str, name: str, config: str) -> subprocess.Popen:
+        path = self._xrootd_dir(name)
+        admin = path / "admin"
+        cfg = path / "xrootd.cfg"
+        cfg.write_text(config + f"\nall.adminpath {admin}\nall.pidpath {admin}\n")
+        process = self.spawn(ns, ["xrootd", "-I", "v4", "-c", str(cfg), "-l", str(path / "xrootd.log"), "-n", name],
+                             path / "stdout.log", as_xrootd=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise FabricError(f"xrootd {name} exited with {process.returncode}: {self.log_tail(name)}")
+            if run("ip", "netns", "exec", ns, "bash", "-c", f"exec 3<>/dev/tcp/{ip}/{PORT}", check=False,
+                   ).returncode == 0:
+                return process
+            time.sleep(0.2)
+        raise FabricError(f"xrootd {name} did not listen on {ip}:{PORT}: {self.log_tail(name)}")
+
+    def log_tail(self, name: str, chars: int = 3000) -> str:
+        for log in (self.workdir / name / name / "xrootd.log", self.workdir / name / "stdout.log"):
+            if log.exists():
+                return log.read_text(errors="replace")[-chars:]
+        return "(no log)"
+
+    def start_origin(self, files: dict[str, int], seed: int = 0) -> list[str]:
+        """A plain xrootd in the origin namespace serving `files` (name -> bytes, random content)."""
+        account = pwd.getpwnam(XROOTD_USER)
+        path = self._xrootd_dir("origin")
+        data = path / "data"
+        data.mkdir(exist_ok=True)
+        os.chown(data, account.pw_uid, account.pw_gid)
+        chunk = os.urandom(1 << 20)
+        for i, (name, size) in enumerate(sorted(files.items())):
+            with open(data / name, "wb") as out:
+                left = size
+                while left > 0:
+                    # a different first block per file, so no two files are alike
+                    piece = (chunk if left != size else os.urandom(1 << 20))[:left]
+                    out.write(piece)
+                    left -= len(piece)
+            os.chown(data / name, account.pw_uid, account.pw_gid)
+        self._xrootd(self.origin_ns, ORIGIN_IP, "origin",
+                     "\n".join(["all.export / r/o", f"oss.localroot {data}", f"xrd.port {PORT}",
+                                "xrd.network nodnr"]))
+        return ["/" + name for name in sorted(files)]
+
+    def start_cache(self, node_name: str, config_text: str, name: str | None = None) -> None:
+        """xrootd on `config_text` (switchyard's rendered config) in the node's namespace."""
+        node = self.node(node_name)
+        self._xrootd(node.ns, node.ip, name or f"cache-{node.ns.removeprefix(self.prefix)}", config_text)
+
+    def cache_dirs(self, node_name: str) -> tuple[str, str]:
+        """A data and a meta directory for the cache on `node_name`, owned by the xrootd user."""
+        account = pwd.getpwnam(XROOTD_USER)
+        base = self.workdir / f"disk-{self.node(node_name).ns.removeprefix(self.prefix)}"
+        out = []
+        for sub in ("data", "meta"):
+            (base / sub).mkdir(parents=True, exist_ok=True)
+            os.chown(base / sub, account.pw_uid, account.pw_gid)
+            out.append(str(base / sub))
+        return out[0], out[1]
+
+    def xrdcp(self, ns: str, url: str, timeout: float = 600) -> None:
+        result = run("ip", "netns", "exec", ns, "xrdcp", "--force", "--nopbar", url, "/dev/null", check=False)
+        if result.returncode != 0:
+            raise FabricError(f"xrdcp {url} in {ns}: {result.stderr.strip()}")
+
+    def start_reader(self, node_name: str, urls: list[str], wire_mbit: float, index: int) -> subprocess.Popen:
+        """One reader stream: reads `urls` in order, round and round, paced at `wire_mbit` on the wire (0: not paced)."""
+        node = self.node(node_name)
+        pace = f"--xrate {int(wire_mbit * 1e6 / 8 / WIRE_PER_PAYLOAD)} " if wire_mbit > 0 else ""
+        # Only URLs built here from literal addresses and file names reach this script.
+        script = "while :; do for u in " + " ".join(urls) + \
+                 f"; do xrdcp --force --silent {pace}\"$u\" /dev/null || sleep 1; done; done"
+        return self.spawn(node.ns, ["sh", "-c", script], self.workdir / f"reader-{node.ns}-{index}.log")
+
+    def stop_readers(self) -> None:
+        for process in self.processes:
+            if process.poll() is None and process.args[4:6] == ["sh", "-c"]:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            if process.args[4:6] == ["sh", "-c"]:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+        self.processes = [p for p in self.processes if p.poll() is None]
+
+    # ------------------------------------------------------------ counters
+
+    def counters(self) -> dict[str, tuple[int, int]]:
+        """Bytes (out, in) per uplink ("uplink:<switch>"), node ("host:<node>") and "wan" (origin's side)."""
+        out = {}
+        for switch, ns in self.switch_ns.items():
+            out[f"uplink:{switch}"] = _bytes(ns, "syfup")
+        for node in self.nodes:
+            out[f"host:{node.name}"] = _bytes(node.ns, "eth0")
+        out["wan"] = _bytes(self.origin_ns, "eth0")
+        return out
+
+
+def _bytes(ns: str, dev: str) -> tuple[int, int]:
+    """(tx, rx) bytes of a link in a namespace: out of and into that namespace."""
+    stats = json.loads(run("ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev).stdout)[0]["stats64"]
+    return stats["tx"]["bytes"], stats["rx"]["bytes"]
+
+
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs (/proc/stat), for the headroom of a window."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    total = sum(fields[:8])
+    return total - idle, total
+
+
+def wait_listening(ns: str, ip: str, port: int = PORT, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if run("ip", "netns", "exec", ns, "bash", "-c", f"exec 3<>/dev/tcp/{ip}/{port}", check=False).returncode == 0:
+            return
+        time.sleep(0.2)
+    raise FabricError(f"nothing listens on {ip}:{port} from {ns}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("down", help="remove every namespace (and its links and processes) named syfab-*")
+    d.add_argument("--tag", default="", help="only those of one run tag")
+    args = parser.parse_args(argv)
+    if args.command == "down":
+        prefix = PREFIX + (args.tag + "-" if args.tag else "")
+        removed = down(prefix)
+        for path in Path(tempfile.gettempdir()).glob(prefix + "*"):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+        print(f"removed {len(removed)} namespaces named {prefix}*")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""A placement on an emulated fabric: caches, readers, warm-up and measured windows.
+
+Takes what the planner and the baselines produce (a Placement, the ring
+weights) on a topology, realises it node by node (the planner's own packing
+witness), builds the fabric (fabric.py) at `scale` Mbit/s per model Gbps, starts
+the real origin and one real cache per cache host from the config switchyard
+renders, warms the caches, shapes the links and runs paced `xrdcp` readers:
+
+- a worker stands for `readGbps` of demand; the workers of a fleet on a node
+  are read by up to STREAMS_PER_NODE reader streams per routing kind, and the
+  node's link in is shaped at its workers' total demand (capped by its NIC);
+  readers on a cache host (whose link in also carries fills) are paced with
+  xrdcp --xrate instead, which is coarser (it under-delivered by ~16% at
+  10 Mbit/s in an 8 s window);
+- a *local* reader reads each file from one of its switch's cache hosts (what
+  the switch's cache Service would pick per connection: a fixed pseudo-random
+  choice per stream and file); a *ring* reader reads each file from the cache
+  rendezvous hashing names (planner/hashing.py with the placement's weights);
+- each stream reads the pool's files in order, from its own starting file,
+  round and round, so its bytes split over sources in fixed proportions.
+
+Caches are warm before anything is measured (every file a stream will ask a
+cache for is read through it once, unshaped), so origin bytes in the windows
+are the fills the model's missRatio would add: compare against missRatio 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "operator"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fabric import ORIGIN_IP, PORT, Fabric, cpu_times  # noqa: E402
+from switchyard.api.xcachepool import XCachePoolBody  # noqa: E402
+from switchyard.planner.flow import ring_weights  # noqa: E402
+from switchyard.planner.hashing import home  # noqa: E402
+from switchyard.planner.model import FleetRequest, Placement, PoolRequest  # noqa: E402
+from switchyard.planner.packing import witness  # noqa: E402
+from switchyard.planner.problem import fleet_pool_index  # noqa: E402
+from switchyard.topology import Topology  # noqa: E402
+from switchyard.xrootd import render_config  # noqa: E402
+from switchyard.xrootd.config import directories_to_create  # noqa: E402
+
+STREAMS_PER_NODE = 3
+MIB = 1 << 20
+
+
+@dataclass
+class Stream:
+    node: str
+    fleet: str
+    wire_mbit: float
+    urls: list[str]
+    ring: bool
+
+
+@dataclass
+class Layout:
+    """What runs where on the fabric, before anything starts."""
+
+    hosts: list[tuple[str, str, float, float]]         # node, switch, Mbit/s out, Mbit/s in
+    caches: dict[str, str]                             # cache node -> pool
+    streams: list[Stream]
+    warm: dict[str, set[str]]                          # cache node -> files to read through it first
+    workers: dict[str, dict[str, int]]                 # node -> fleet -> workers
+    unplaced: int = 0
+
+
+def _pick(key: str, options: list[str]) -> str:
+    digest = hashlib.sha256(key.encode()).digest()
+    return options[int.from_bytes(digest[:8], "big") % len(options)]
+
+
+def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
+           weights: dict[str, dict[str, float]], scale: float, files: list[str]) -> Layout:
+    """The node-level layout of a placement at `scale` Mbit/s per Gbps."""
+    hosts = {h.name: h for h in topology.hosts}
+    packing = witness(topology, pools, fleets, placement)
+    pool_of = {p.name: p for p in pools}
+    cache_nodes: dict[str, str] = {}
+    for pool, by_switch in placement.caches.items():
+        for nodes in by_switch.values():
+            for n in nodes:
+                cache_nodes[n] = pool
+    workers = {n: {k: c for k, c in kinds.items() if not k.startswith("cache:")} for n, kinds in packing.nodes.items()}
+    workers = {n: kinds for n, kinds in workers.items() if kinds}
+    used = sorted(set(cache_nodes) | set(workers))
+    read_gbps = {f.name: f.body.read_gbps for f in fleets}
+    rows = []
+    for n in used:
+        nic = hosts[n].nic_gbps
+        out = min(nic, pool_of[cache_nodes[n]].body.serve_gbps) if n in cache_nodes else nic
+        # A node of readers only: its workers' demand is the rate into it (HTB, exact); a cache
+        # node's readers are paced instead, as the NIC also carries the cache's fills.
+        demand = sum(c * read_gbps[f] for f, c in workers.get(n, {}).items())
+        inn = nic if n in cache_nodes else min(nic, demand)
+        rows.append((n, hosts[n].switch, out * scale, inn * scale))
+    # Which workers of a (fleet, switch) read through the ring: the placement says how many; take them node by node.
+    ring_left = {}
+    for fleet in fleets:
+        for sw, count in placement.workers.get(fleet.name, {}).items():
+            local = [c for c in placement.caches.get(pools[fleet_pool_index(fleet, pools)].name, {}).get(sw, ())]
+            ring_left[fleet.name, sw] = count if not local else min(count, placement.hashed.get(fleet.name, {}).get(sw, 0))
+    streams: list[Stream] = []
+    warm: dict[str, set[str]] = {n: set() for n in cache_nodes}
+    by_name = {f.name: f for f in fleets}
+    ring_of = ring_weights(topology, pools, placement, weights)   # what the flow model hashes over
+    for n in sorted(workers):
+        sw = hosts[n].switch
+        for fleet_name, count in sorted(workers[n].items()):
+            fleet = by_name[fleet_name]
+            pool = pools[fleet_pool_index(fleet, pools)].name
+            ring = min(count, ring_left.get((fleet_name, sw), 0))
+            ring_left[fleet_name, sw] = ring_left.get((fleet_name, sw), 0) - ring
+            local_caches = sorted(placement.caches.get(pool, {}).get(sw, ()))
+            for kind, k in (("ring", ring), ("local", count - ring)):
+                if k <= 0:
+                    continue
+                s_count = min(k, STREAMS_PER_NODE)
+                for i in range(s_count):
+                    share = k // s_count + (1 if i < k % s_count else 0)
+                    order = files[(i + len(streams)) % len(files):] + files[:(i + len(streams)) % len(files)]
+                    urls = []
+                    for f in order:
+                        if kind == "ring":
+                            cache = home(f, ring_of[pool])
+                        else:
+                            cache = _pick(f"{n}/{fleet_name}/{i}/{f}", local_caches)
+                        warm[cache].add(f)
+                        urls.append((cache, f))
+                    paced = share * fleet.body.read_gbps * scale if n in cache_nodes else 0.0
+                    streams.append(Stream(n, fleet_name, paced, urls, kind == "ring"))
+    unplaced = sum(packing.shortfall.values())
+    return Layout(rows, cache_nodes, streams, warm, workers, unplaced)
+
+
+@dataclass
+class Window:
+    seconds: float
+    bytes: dict[str, tuple[int, int]]     # counter -> (out, in) bytes over the window
+    cpu_busy: float                       # fraction of all cores busy
+    load: float                           # 1-minute load average at the end
+
+    def mbit(self, key: str) -> tuple[float, float]:
+        out, inn = self.bytes[key]
+        return out * 8 / self.seconds / 1e6, inn * 8 / self.seconds / 1e6
+
+
+@dataclass
+class Measured:
+    windows: list[Window] = field(default_factory=list)
+    warm_seconds: float = 0.0
+    fill_bytes: int = 0
+
+
+def pool_body(pool: PoolRequest, data: str, meta: str) -> XCachePoolBody:
+    """The pool as one cache host runs it here: the origin in the fabric, this host's directories."""
+    spec = pool.body.model_dump(by_alias=True, exclude_none=True)
+    spec.update(port=PORT, origin={"mode": "fixed", "host": ORIGIN_IP, "port": PORT},
+                storage={"dataPaths": [data], "metaPath": meta})
+    spec["pfc"] = {**spec.get("pfc", {}), "ramGiB": 1}
+    return XCachePoolBody.model_validate({k: v for k, v in spec.items() if k in XCachePoolBody.model_fields
+                                          or k in {f.alias for f in XCachePoolBody.model_fields.values()}})
+
+
+def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, warmup: float, window: float,
+        repeats: int, log=print) -> Measured:
+    """Start origin and caches, warm them, shape, run the readers; measure `repeats` windows."""
+    import os
+
+    files = sorted({f for cache_files in the.warm.values() for f in cache_files} |
+                   {f for s in the.streams for _, f in s.urls})
+    fabric.start_origin({f.lstrip("/"): file_bytes for f in files})
+    by_name = {p.name: p for p in pools}
+    account_dirs = {}
+    for node, pool in sorted(the.caches.items()):
+        data, meta = fabric.cache_dirs(node)
+        body = pool_body(by_name[pool], data, meta)
+        for path in directories_to_create(body):
+            Path(path).mkdir(parents=True, exist_ok=True)
+            uid, gid = Path(data).stat().st_uid, Path(data).stat().st_gid
+            os.chown(path, uid, gid)
+        account_dirs[node] = (data, meta)
+        fabric.start_cache(node, render_config(body, host_name=node, report_interval_seconds=10))
+    measured = Measured()
+    start = time.monotonic()
+
+    def warm(node: str) -> None:
+        ip = fabric.node(node).ip
+        for f in sorted(the.warm[node]):
+            fabric.xrdcp(fabric.node(node).ns, f"root://{ip}:{PORT}/{f}")
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(warm, sorted(n for n in the.caches if the.warm[n])))
+    measured.warm_seconds = time.monotonic() - start
+    measured.fill_bytes = fabric.counters()["wan"][0]
+    log(f"  caches warm in {measured.warm_seconds:.0f} s ({measured.fill_bytes / MIB:.0f} MiB from the origin)")
+    fabric.shape_links()
+    for i, s in enumerate(the.streams):
+        urls = [f"root://{fabric.node(c).ip}:{PORT}/{f}" for c, f in s.urls]
+        fabric.start_reader(s.node, urls, s.wire_mbit, i)
+    time.sleep(warmup)
+    for _ in range(repeats):
+        before, cpu0, t0 = fabric.counters(), cpu_times(), time.monotonic()
+        time.sleep(window)
+        after, cpu1, t1 = fabric.counters(), cpu_times(), time.monotonic()
+        delta = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
+        busy = (cpu1[0] - cpu0[0]) / max(1e-9, cpu1[1] - cpu0[1])
+        measured.windows.append(Window(t1 - t0, delta, busy, os.getloadavg()[0]))
+        log(f"  window {len(measured.windows)}: {t1 - t0:.1f} s, CPU busy {busy:.0%}, load {os.getloadavg()[0]:.2f}")
+    fabric.stop_readers()
+    return measured
+
+
+def fabric_for(tag: str, topology: Topology, the: Layout, scale: float) -> Fabric:
+    return Fabric.plan(tag, {s.name: s.uplink_gbps * scale for s in topology.switches}, the.hosts,
+                       topology.wan_gbps * scale)

@@ -1,0 +1,82 @@
+"""A small emulated fabric moves real bytes, and one prediction holds (issue 14).
+
+Two switches; one cache host on rack-a (switchyard's rendered config, real
+xrootd); a reader node beside it and one behind rack-b, whose workers read
+through the ring, so every byte they read crosses rack-a's uplink out and
+rack-b's uplink in. rack-b's demand is twice the uplink, so the uplink
+saturates: the flow model predicts it full and the local reader unaffected.
+The full cases (and their spread) are in `make bench-fabric`; this checks
+the set-up and one saturated uplink within a loose band, in about 30 s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from fabric import PREFIX, Fabric, namespaces
+from fabric_scenario import fabric_for, layout, run
+
+from switchyard.api.workerfleet import InlineFleet
+from switchyard.api.xcachepool import InlinePool
+from switchyard.planner.flow import evaluate
+from switchyard.planner.model import FleetRequest, Placement, PoolRequest
+from switchyard.topology import TopologyFile, snapshot
+
+pytestmark = pytest.mark.integration
+
+SCALE = 2.0          # Mbit/s per model Gbps: the 40 Gbps uplink runs at 80 Mbit/s
+BAND = 0.15
+
+
+def _require() -> None:
+    missing = [c for c in ("ip", "tc", "xrootd", "xrdcp", "setpriv") if shutil.which(c) is None]
+    problem = f"missing {', '.join(missing)}: run hack/install-system-deps.sh" if missing else None
+    if os.geteuid() != 0:
+        problem = "the emulated fabric needs root (network namespaces)"
+    if problem:
+        pytest.fail(problem) if os.environ.get("CI") else pytest.skip(problem)
+
+
+def _case():
+    topo = TopologyFile.model_validate({"wanGbps": 100, "switches": [
+        {"name": "rack-a", "uplinkGbps": 40, "nodes": [
+            {"name": "cache", "nicGbps": 100, "cpu": 6, "memoryGiB": 24, "nvmeDisks": 2},
+            {"name": "worker", "nicGbps": 50, "cpu": 64, "memoryGiB": 256}]},
+        {"name": "rack-b", "uplinkGbps": 40, "nodes": [
+            {"name": "worker", "nicGbps": 100, "cpu": 64, "memoryGiB": 256}]},
+    ]})
+    topology = snapshot(topo.node_infos(), topo.network())
+    pool = InlinePool.model_validate({"name": "xcache", "serveGbps": 100, "missRatio": 0,
+                                      "origin": {"host": "origin.example.org"}, "resources": {"cpu": "4", "memory": "8Gi"},
+                                      "pfc": {"ramGiB": 1}})
+    fleet = InlineFleet.model_validate({"name": "w", "replicas": 8, "cores": 8, "memoryGiB": 16, "readGbps": 10,
+                                        "dask": {"createScheduler": True}})
+    pools, fleets = [PoolRequest("xcache", pool)], [FleetRequest("w", fleet)]
+    placement = Placement(caches={"xcache": {"rack-a": ("rack-a-cache",)}},
+                          workers={"w": {"rack-a": 2, "rack-b": 8}}, hashed={"w": {"rack-b": 8}})
+    return topology, pools, fleets, placement
+
+
+def test_a_saturated_uplink_carries_what_the_flow_model_predicts():
+    _require()
+    topology, pools, fleets, placement = _case()
+    flow = evaluate(topology, pools, fleets, placement)
+    predicted = {u.switch: u for u in flow.uplinks}
+    assert predicted["rack-a"].out_gbps == pytest.approx(40)       # the case is what it says: a full uplink
+    the = layout(topology, pools, fleets, placement, {}, SCALE, ["/f0.root", "/f1.root"])
+    with fabric_for("t", topology, the, SCALE) as fabric:
+        measured = run(fabric, the, pools, file_bytes=16 << 20, warmup=3, window=8, repeats=1, log=lambda _: None)
+        window = measured.windows[0]
+        assert measured.fill_bytes >= 2 * (16 << 20), "the cache did not fill from the origin"
+        out_a, _ = window.mbit("uplink:rack-a")
+        _, in_b = window.mbit("uplink:rack-b")
+        local = window.mbit("host:rack-a-worker")[1]
+        origin = window.mbit("wan")[0]
+    assert not namespaces(PREFIX + "t-"), "teardown left namespaces behind"
+    assert out_a / SCALE == pytest.approx(predicted["rack-a"].out_gbps, rel=BAND)
+    assert in_b / SCALE == pytest.approx(predicted["rack-b"].in_gbps, rel=BAND)
+    assert local / SCALE == pytest.approx(20, rel=BAND)             # two workers at 10 Gbps beside the cache
+    assert origin < 0.5, "warm caches read from the origin during the window"
