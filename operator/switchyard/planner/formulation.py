@@ -35,6 +35,7 @@ fractional hosts and workers: it is routing-free, so it bounds every mode.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .lp import LinearModel
@@ -171,17 +172,64 @@ def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], cac
             (lambda j: fleets[j].read_gbps, lambda p: problem.fill(p, nc), nc.nic_gbps),
         )
         for worker_size, cache_size, capacity in dims:
+            terms = [(v, c * worker_size(j)) for j in placed for v, c in placed[j]]
+            if not terms:
+                continue
+            # Workers fill a node in multiples of their sizes' granule: what a node holds is its
+            # capacity rounded down to it (with a cache pod, what the pod leaves rounded down).
+            # Valid node by node, so summed over the class; it keeps the model from counting on
+            # slivers no worker fits in (the packing found them missing, at great cost).
+            g = granule([worker_size(j) for j in placed if placed[j]])
+            usable = _round_down(capacity, g)
             # scaled to the class capacity so HiGHS sees coefficients near 1
             scale = 1.0 / (capacity * nc.count)
-            terms = [(v, c * worker_size(j) * scale) for j in placed for v, c in placed[j]]
-            if terms:
-                m.row(terms + [(v, cache_size(p) * scale) for p, v in hosts], ub=1.0)
+            m.row([(v, c * scale) for v, c in terms]
+                  + [(v, (usable - _round_down(capacity - cache_size(p), g)) * scale) for p, v in hosts],
+                  ub=usable * nc.count * scale)
+            _levels(m, placed, hosts, worker_size, cache_size, capacity, nc)
         # Per fleet: workers fit node by node; a cache pod takes some of its node's slots.
         for j in placed:
             if placed[j]:
                 alone = problem.slots(j, nc)
                 m.row(placed[j] + [(v, alone - problem.slots(j, nc, cache_pool=p)) for p, v in hosts],
                       ub=nc.count * alone)
+
+
+def _levels(m, placed: dict, hosts: list, worker_size, cache_size, capacity: float, nc) -> None:
+    """Per size level: a node holds at most floor(capacity / level) workers of that size or more.
+
+    What the aggregate capacity row cannot see: two 8-core workers and a 4-core one fill a
+    24-core node's CPU as well as three 8-core ones would in aggregate, but only two of
+    those fit a node. Valid node by node (a cache pod leaves floor((capacity - pod) / level)),
+    so summed over the class. A level whose count the pods already cap adds nothing.
+    """
+    sizes = {j: worker_size(j) for j in placed if placed[j]}
+    for level in sorted(set(sizes.values())):
+        most = math.floor(capacity / level + 1e-9)
+        left = {p: max(0.0, capacity - cache_size(p)) / level for p, _ in hosts}
+        if most >= nc.pods or all(abs(x - math.floor(x + 1e-9)) < 1e-9 for x in [capacity / level, *left.values()]):
+            continue      # the pods row or the capacity row already says as much
+        big = [(v, c) for j, size in sizes.items() if size >= level for v, c in placed[j]]
+        scale = 1.0 / (max(most, 1) * nc.count)
+        m.row([(v, c * scale) for v, c in big]
+              + [(v, (most - math.floor(left[p] + 1e-9)) * scale) for p, v in hosts],
+              ub=most * nc.count * scale)
+
+
+def granule(sizes) -> float:
+    """The largest g of which every size is a whole multiple (0 if there is none worth using).
+
+    Integers (CPU millis, memory bytes, pods) by their gcd; Gbps as thousandths."""
+    scaled = [round(x * 1000) for x in sizes]
+    if not scaled or any(x <= 0 or abs(x - y * 1000) > 1e-6 for x, y in zip(scaled, sizes)):
+        return 0.0
+    return math.gcd(*scaled) / 1000
+
+
+def _round_down(capacity: float, g: float) -> float:
+    if g <= 0:
+        return capacity
+    return max(0.0, math.floor(capacity / g + 1e-9) * g)
 
 
 def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:

@@ -102,7 +102,7 @@ class LinearModel:
 
     def solve(self, objective: Mapping[int, float], maximise: bool = False, relax: bool = False,
               gap: float = 1e-4, abs_gap: float = 1e-6, start: "Solution | None" = None,
-              iterations: int | None = None) -> Solution:
+              iterations: int | None = None, nodes: int | None = None) -> Solution:
         n = self.size
         cost = np.zeros(n)
         for i, coef in objective.items():
@@ -113,7 +113,8 @@ class LinearModel:
         integrality = [_CONTINUOUS] * n if relax else [_INTEGER if i else _CONTINUOUS for i in self.integer]
         h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(integrality))
         h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximise else highspy.ObjSense.kMinimize)
-        for option, value in (("mip_rel_gap", gap), ("mip_abs_gap", abs_gap)):
+        for option, value in (("mip_rel_gap", gap), ("mip_abs_gap", abs_gap),
+                              ("mip_max_nodes", NODE_LIMIT if nodes is None else nodes)):
             h.setOptionValue(option, value)
         if start is not None and not relax:
             h.setSolution(_as_solution(start.x))    # a feasible point to start branch and bound from
@@ -125,7 +126,7 @@ class LinearModel:
             raise Infeasible(h.modelStatusToString(status))
         info = h.getInfo()
         if info.primal_solution_status != 2 and status == highspy.HighsModelStatus.kIterationLimit:
-            return self.solve(objective, maximise, relax, gap, abs_gap, start)     # capped before feasible
+            return self.solve(objective, maximise, relax, gap, abs_gap, start, nodes=nodes)     # capped before feasible
         if info.primal_solution_status != 2:     # 2: a feasible point
             raise SolveError(f"HiGHS: {h.modelStatusToString(status)}")
         x = np.asarray(h.getSolution().col_value)

@@ -14,10 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .lp import LinearModel
+import numpy as np
+
+from .lp import LinearModel, Solution
 from .problem import Problem
 
 EPS = 1e-9
+# Branch-and-bound nodes for a switch's exact packing (a deterministic cap; the greedy fill is its start).
+EXACT_NODES = 200
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
             for key, count in _greedy(problem, room, {j: n for j, n in rest.items() if n}).items():
                 placed[key] = placed.get(key, 0) + count
         if exact and _count(placed) != wanted:
-            placed = _exact(problem, free, wanted, {j: n for (j, ss), n in (keep or {}).items() if ss == s})
+            placed = _exact(problem, free, wanted, {j: n for (j, ss), n in (keep or {}).items() if ss == s}, placed)
         for (j, name), count in placed.items():
             if count:
                 slot = out.setdefault(name, {})
@@ -201,8 +205,11 @@ def _greedy(problem: Problem, free: dict[str, list[float]], wanted: dict[int, in
 
 
 def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int],
-           keep: dict[int, int]) -> dict[tuple[int, str], int]:
-    """The most workers that fit, node by node: first of those running today, then by read Gbps, then count."""
+           keep: dict[int, int], greedy: dict[tuple[int, str], int] | None = None) -> dict[tuple[int, str], int]:
+    """The most workers that fit, node by node: first of those running today, then by read Gbps, then count.
+
+    Searched from the greedy fill (a feasible point) within EXACT_NODES branch-and-bound nodes: the
+    best packing found by then is taken (never fewer workers than the greedy fill placed)."""
     m = LinearModel()
     x = {}
     for j in sorted(wanted):
@@ -222,11 +229,20 @@ def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int
         return {}
     value = {v: problem.fleets[j].read_gbps + 1e-3 for (j, _), v in x.items()}
     weight = 1.0 + sum(value[v] * m.ub[v] for v in value)
+    kept_vars = {}
     for j, n in sorted(keep.items()):
-        kept = m.var(0.0, min(n, wanted.get(j, 0)))
+        kept = kept_vars[j] = m.var(0.0, min(n, wanted.get(j, 0)))
         m.row([(kept, 1.0)] + [(v, -1.0) for (jj, _), v in x.items() if jj == j], ub=0.0)
         value[kept] = weight
-    best = m.solve(value, maximise=True, gap=0.0)
+    start = None
+    if greedy:
+        point = np.zeros(m.size)
+        for key, v in x.items():
+            point[v] = min(greedy.get(key, 0), m.ub[v])
+        for j, v in kept_vars.items():
+            point[v] = min(m.ub[v], sum(point[u] for (jj, _), u in x.items() if jj == j))
+        start = Solution(x=point, objective=0.0, optimal=False)
+    best = m.solve(value, maximise=True, gap=0.0, start=start, nodes=EXACT_NODES)
     return {key: int(round(best.x[v])) for key, v in x.items() if round(best.x[v])}
 
 

@@ -28,6 +28,9 @@ EXACT_LIMIT = 300
 # from (primal simplex: each iteration keeps the point feasible and the peak no higher). Solved to
 # the end it took over 2,000 at 5,000 nodes, a quarter of the plan's time, for counts no better.
 GUIDE_ITERATIONS = 300
+# Branch-and-bound nodes for the large models' cache-count MILP (started from the best box
+# tried): its incumbent is taken at the limit, and the plan reports its gap to the bound.
+CACHE_COUNT_NODES = 100
 
 
 def upper_bound(problem: Problem) -> float:
@@ -82,20 +85,22 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
         tried: list[tuple[float, Solution]] = []
         for counts in candidates:
             if counts is None:
-                counts = _cache_counts(fm)
+                # the best box so far is a feasible point of the cache-count MILP: its incumbent to beat
+                best = max(tried, key=lambda t: t[0])[2] if tried else None
+                counts = _cache_counts(fm, best)
                 m.rollback(start)
             with _fixed(m, caches, counts):
-                gbps, solution = _boxed_stages(fm, workers, target, start)
+                gbps, solution, reached = _boxed_stages(fm, workers, target, start)
             if solution is not None:
                 return relaxed.objective, solution
             if gbps is not None:
-                tried.append((gbps, counts))
+                tried.append((gbps, counts, reached))
         if tried:
             # none kept the Gbps within STAGE1_GAP: the best of them, at the Gbps it reached
-            gbps, counts = max(tried, key=lambda t: t[0])
+            gbps, counts, _ = max(tried, key=lambda t: t[0])
             if fm.current:
                 # a re-plan takes the first (today's counts first) within STAGE1_GAP of the best
-                gbps, counts = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
+                gbps, counts, _ = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
             with _fixed(m, caches, counts):
                 return relaxed.objective, _boxed_stages(fm, workers, target, start, accept_any=True)[1]
         first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
@@ -109,9 +114,10 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
 
 
 def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int,
-                  accept_any: bool = False) -> tuple[float | None, Solution | None]:
-    """Steps 2 and 3 with the cache counts fixed: (stage-1 Gbps in the box, solution), the solution
-    None if the Gbps falls short of `target` (unless accept_any), both None if the box holds no placement."""
+                  accept_any: bool = False) -> tuple[float | None, Solution | None, Solution | None]:
+    """Steps 2 and 3 with the cache counts fixed: (stage-1 Gbps in the box, solution, stage-1 point),
+    the solution None if the Gbps falls short of `target` (unless accept_any), all None if the box
+    holds no placement."""
     m = fm.model
     try:
         best = _most_gbps(fm, relax=True).objective
@@ -120,11 +126,11 @@ def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int
         with _box(m, workers, guide, current=fm.current):
             first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
             if first.objective < target and not accept_any:
-                return first.objective, None
+                return first.objective, None, first
             return first.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE,
-                                                      start=first)
+                                                      start=first), first
     except Infeasible:
-        return None, None
+        return None, None, None
     finally:
         m.rollback(start)
 
@@ -174,14 +180,15 @@ def _rounded_caches(fm: Formulation, guide: Solution, rounding) -> Solution:
     return dataclasses.replace(guide, x=x)
 
 
-def _cache_counts(fm: Formulation) -> Solution:
-    """Stages 1 to 3 with only cache counts and routing flags integer, workers continuous."""
+def _cache_counts(fm: Formulation, start: Solution | None = None) -> Solution:
+    """Stage 1 with only cache counts and routing flags integer, workers continuous, from `start`
+    (a feasible point) if given, within CACHE_COUNT_NODES branch-and-bound nodes. Its cache counts
+    are fixed for the boxed stages, which choose the calmest placement for them (choosing the
+    counts by the peak too took as long again, for a few points of one uplink's utilisation)."""
     m = fm.model
     workers = [v for v in fm.integers() if v not in fm.flags and v not in fm.caches.values()]
     with _continuous(m, workers):
-        counted = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
-        return _calm_then_stable(fm, counted.objective * (1 - STAGE1_GAP), relax=False,
-                                 tolerance=UTIL_TOLERANCE, start=counted)
+        return _most_gbps(fm, relax=False, gap=STAGE1_GAP, start=start, nodes=CACHE_COUNT_NODES)
 
 
 def _uncrossed(fm: Formulation, guide: Solution) -> Solution:
@@ -262,7 +269,8 @@ def _pin_gbps(fm: Formulation, gbps: float, slack: float = GBPS_SLACK) -> None:
     fm.model.row(fm.delivered(), lb=gbps - slack * max(1.0, gbps))
 
 
-def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4) -> Solution:
+def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4, start: Solution | None = None,
+               nodes: int | None = None) -> Solution:
     """Stage 1. When not every worker fits: the most Gbps, then among those the fewest unplaced workers.
 
     (A worker left Pending costs no Gbps; a cache host dropped to make room for
@@ -272,20 +280,20 @@ def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4) -> Solution:
     gbps = fm.delivered()
     if not any(m.ub[v] for v in fm.unplaced.values()):
         try:
-            return m.solve(gbps, maximise=True, relax=relax, gap=gap)
+            return m.solve(gbps, maximise=True, relax=relax, gap=gap, start=start, nodes=nodes)
         except Infeasible:
             if not fm.unplaced:
                 raise
         for j, v in fm.unplaced.items():
             m.ub[v] = fm.problem.fleets[j].replicas
-    most = m.solve(gbps, maximise=True, relax=relax, gap=gap)
+    most = m.solve(gbps, maximise=True, relax=relax, gap=gap, nodes=nodes)
     unplaced = {v: 1.0 for v in fm.unplaced.values()}
     if most.value(unplaced) < 1e-6:
         m.row(unplaced, ub=1e-6)    # every worker placed already: nothing for a second solve to lower
         return most
     mark = m.mark()
     _pin_gbps(fm, most.objective)
-    fewest = m.solve(unplaced, relax=relax, start=most)
+    fewest = m.solve(unplaced, relax=relax, start=most, nodes=nodes)
     m.rollback(mark)       # the caller pins the Gbps, and may loosen it for stage 3
     m.row(unplaced, ub=fewest.objective + 1e-6)
     return dataclasses.replace(fewest, objective=most.objective)
