@@ -5,7 +5,8 @@
 
 Prints, per switch, the cache hosts, the workers per fleet, the routing, the
 predicted uplink load in and out and the utilisation; then the totals, the
-LP bound and the gap to it. Exit status: 0 planned, 1 valid but impossible
+LP bound and the gap to it (and, when the search stopped at its limit, that the
+plan is not proven optimal). Exit status: 0 planned, 1 valid but impossible
 (the reason is printed), 2 unusable input (the message names the field).
 """
 
@@ -156,6 +157,7 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = ()) -> dic
         "demandGbps": result.demand_gbps,
         "boundGbps": result.bound_gbps,
         "gapPercent": gap_percent(result),
+        "optimal": result.optimal,
         "bottleneck": result.bottleneck,
         "peakUtilisation": round(max((u.utilisation for u in result.uplinks), default=0.0), 4),
         "switches": switch_rows(result, topology),
@@ -187,7 +189,8 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + body]
     lines.append("")
     lines.append(f"predicted {result.predicted_gbps:g} Gbps of {result.demand_gbps:g} Gbps demanded; "
-                 f"bound {result.bound_gbps:g} Gbps (gap {gap_percent(result):g}%); bottleneck: {result.bottleneck}; "
+                 f"bound {result.bound_gbps:g} Gbps (gap {gap_percent(result):g}%"
+                 f"{'' if result.optimal else ', not proven optimal'}); bottleneck: {result.bottleneck}; "
                  f"planner: {result.planner}")
     for fleet, count in result.unplaced.items():
         lines.append(f"unplaced: fleet {fleet}: {count} worker(s) fit on no node")

@@ -91,6 +91,11 @@ class PlanSummary(Model):
 
     predicted_gbps: float = Field(default=0, description="Predicted deliverable aggregate Gbps.")
     bound_gbps: float = Field(default=0, description="Upper bound on any placement's Gbps (LP relaxation).")
+    optimal: bool = Field(default=False, description=(
+        "Whether the planner proved predictedGbps the most its placement model allows (within 0.01%). "
+        "False: its search stopped at a deterministic limit, and gap says how far from the bound the plan may be."))
+    gap: float = Field(default=0, ge=0, le=1, description=(
+        "Proven relative gap to the bound: no placement delivers more than predictedGbps / (1 - gap)."))
     bottleneck: str = Field(default="", description="What limits the plan (e.g. 'uplink sw2', 'cache serving', 'demand').")
     planner: str = Field(default="", description="Planner that produced the plan.")
     switches: list[SwitchPlan] = Field(default=[], description="Per-switch plan.")

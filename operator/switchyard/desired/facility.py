@@ -149,6 +149,8 @@ def summary(plan: planner.Plan) -> dict:
     return {
         "predictedGbps": plan.predicted_gbps,
         "boundGbps": plan.bound_gbps,
+        "optimal": plan.optimal,
+        "gap": plan.gap,
         "bottleneck": plan.bottleneck,
         "planner": plan.planner,
         "switches": [{

@@ -81,6 +81,10 @@ class Placement:
         return min(placement.hashed.get(fleet, {}).get(switch, 0), placement.workers.get(fleet, {}).get(switch, 0))
 
 
+# Relative Gbps gap within which a plan counts as optimal (HiGHS's default relative MIP gap).
+OPTIMAL_GAP = 1e-4
+
+
 @dataclass(frozen=True)
 class UplinkLoad:
     switch: str
@@ -108,6 +112,17 @@ class Plan:
     hash_weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # fleet -> workers no node has room for (they would stay Pending)
     unplaced: Mapping[str, int] = field(default_factory=dict)
+    # Whether predicted_gbps is proven the most the placement model allows (within OPTIMAL_GAP): the
+    # planner's Gbps stage finished its search, or the plan meets the bound. False: the search was cut
+    # at its deterministic limit (or is a heuristic, as every baseline), and `gap` is what is proven.
+    optimal: bool = False
+
+    @property
+    def gap(self) -> float:
+        """Proven relative gap: no placement delivers more than predicted_gbps / (1 - gap)."""
+        if self.bound_gbps <= 0:
+            return 0.0
+        return round(max(0.0, 1.0 - self.predicted_gbps / self.bound_gbps), 6)
 
     def uplink(self, switch: str) -> UplinkLoad:
         return next(u for u in self.uplinks if u.switch == switch)

@@ -23,11 +23,12 @@ for Gbps or headroom, judged on what is realised, not on the model.
 
 from __future__ import annotations
 
+import dataclasses
 
 from ..topology import Topology
 from .formulation import formulate
 from .lp import Infeasible
-from .model import FleetRequest, Placement, Plan, PoolRequest
+from .model import OPTIMAL_GAP, FleetRequest, Placement, Plan, PoolRequest
 from .problem import build_problem
 from .realise import _current, _fit_to_packing, _plan_of, _realise, _ring_weights
 from .stages import EXACT_LIMIT, solve, upper_bound
@@ -42,12 +43,15 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
     problem = build_problem(topology, pools, fleets)
     fm = formulate(problem, routing, _current(problem, current) if current is not None else None)
     bound = None
+    proven = None
     # Small models re-solve with a cut when a switch's workers do not pack; large ones
     # (and what is left after the rounds) move the leftover workers to nodes with room.
     rounds = PACKING_ROUNDS if len(fm.integers()) <= EXACT_LIMIT else 1
     for round_ in range(rounds):
         try:
-            relaxed_gbps, solution = solve(fm)
+            relaxed_gbps, solution, proven_gbps = solve(fm)
+            # a later round's packing cut is a heuristic: only the first round's search proves anything
+            proven = proven_gbps if round_ == 0 else None
         except Infeasible:
             if round_ == 0:
                 raise
@@ -67,8 +71,16 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
         name = problem.fleets[j].name
         unplaced[name] = unplaced.get(name, 0) + count
     result = _plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, unplaced)
+    result = _proven(result, proven)
     if current is not None:
         stay = staying(topology, pools, fleets, current, routing, bound=bound)
         if stay is not None and not better(result, stay):
-            return stay
+            return _proven(stay, None)
     return result
+
+
+def _proven(result: Plan, proven_gbps: float | None) -> Plan:
+    """The plan, marked optimal if it meets the bound, or the model's proven best, within OPTIMAL_GAP."""
+    optimal = result.gap <= OPTIMAL_GAP or (
+        proven_gbps is not None and result.predicted_gbps >= proven_gbps * (1 - OPTIMAL_GAP) - 1e-6)
+    return dataclasses.replace(result, optimal=optimal)

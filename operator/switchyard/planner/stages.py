@@ -39,8 +39,11 @@ def upper_bound(problem: Problem) -> float:
     return _most_gbps(fm, relax=True).objective
 
 
-def solve(fm: Formulation) -> tuple[float, Solution]:
-    """(LP-relaxation Gbps, integer solution), stage by stage.
+def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
+    """(LP-relaxation Gbps, integer solution, proven Gbps), stage by stage.
+
+    The proven Gbps is stage 1's when its MILP was searched over the whole model to its gap (no
+    model delivers more), else None: the box and cache-count searches are cut by design.
 
     Small models (up to EXACT_LIMIT integers) are solved exactly, stage after
     stage. Stage 2 (a min-max) is what branch and bound cannot finish at
@@ -72,7 +75,7 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
         if len(fm.integers()) <= EXACT_LIMIT:
             first = _most_gbps(fm, relax=False)
             return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE,
-                                                        start=first)
+                                                        start=first), first.objective if first.optimal else None
         target = relaxed.objective * (1 - STAGE1_GAP) - 1e-6
         # The guide only has to be a feasible point on the way to the calmest: the boxed stages
         # re-solve for the rounded counts. The cap keeps its cost bounded (deterministically).
@@ -92,7 +95,7 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
             with _fixed(m, caches, counts):
                 gbps, solution, reached = _boxed_stages(fm, workers, target, start)
             if solution is not None:
-                return relaxed.objective, solution
+                return relaxed.objective, solution, None
             if gbps is not None:
                 tried.append((gbps, counts, reached))
         if tried:
@@ -102,13 +105,14 @@ def solve(fm: Formulation) -> tuple[float, Solution]:
                 # a re-plan takes the first (today's counts first) within STAGE1_GAP of the best
                 gbps, counts, _ = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
             with _fixed(m, caches, counts):
-                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept_any=True)[1]
+                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept_any=True)[1], None
         first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
         pinned = m.mark()
         guide = _uncrossed(fm, _calm_then_stable(fm, first.objective, relax=True))
         m.rollback(pinned)
         with _box(m, workers, guide, first, current=fm.current):
-            return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE)
+            return relaxed.objective, _calm_then_stable(fm, first.objective, relax=False,
+                                                        tolerance=UTIL_TOLERANCE), None
     finally:
         m.rollback(start)
 

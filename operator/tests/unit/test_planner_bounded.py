@@ -57,3 +57,40 @@ def test_a_mix_that_fills_cache_nodes_packs_without_a_shortfall():
     result = plan(topo, pools, fleets)
     assert not witness(topo, pools, fleets, result.placement).shortfall
     assert sum(result.placement.workers["big"].values()) + result.unplaced.get("big", 0) == 20
+
+
+def bench_case(nodes: int, switches: int, fleets: int, seed: int):
+    import importlib.util
+    import pathlib
+    import sys
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "bench" / "planner_bench.py"
+    spec = importlib.util.spec_from_file_location("planner_bench", path)
+    bench = sys.modules.setdefault("planner_bench", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(bench)
+    return bench.generated_case(nodes, switches, fleets, seed)
+
+
+def test_a_small_model_searched_to_the_end_is_proven_optimal():
+    topo = topology([switch("s0", 100, nodes("cache", nic=100, nvme=2), nodes("w"))])
+    result = plan(topo, [pool(serve=40)], [fleet(replicas=12, read=8, cores=4)])
+    assert result.optimal and result.gap == 0.0
+
+
+def test_a_large_model_cut_at_its_limit_reports_its_proven_gap():
+    """gen-1000n-20s-10f-s1: the boxed search is a heuristic, and no placement is known to meet the bound."""
+    case = bench_case(1000, 20, 10, 1)
+    result = plan(case.topology, case.pools, case.fleets)
+    assert not result.optimal
+    assert result.gap == pytest.approx(1 - result.predicted_gbps / result.bound_gbps, abs=1e-6)
+    assert 0 < result.gap <= 0.01
+
+
+def test_the_facility_status_carries_the_gap_and_whether_the_plan_is_proven():
+    from switchyard.api.analysisfacility import PlanSummary
+    from switchyard.desired.facility import summary
+
+    case = bench_case(1000, 20, 10, 1)
+    result = plan(case.topology, case.pools, case.fleets)
+    written = PlanSummary.model_validate(summary(result))
+    assert written.optimal is False and written.gap == pytest.approx(result.gap) and written.gap > 0

@@ -125,3 +125,18 @@ def test_from_cluster_without_a_reachable_cluster_says_so(tmp_path, capsys):
     args = parser.parse_args(["plan", "-f", str(f), "--from-cluster", "--kubeconfig", str(tmp_path / "missing")])
     assert args.func(args) == 2
     assert "--from-cluster: cannot list nodes" in capsys.readouterr().err
+
+
+def test_a_plan_not_proven_optimal_says_so_with_its_gap(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    code, out, _ = run(tmp_path, capsys, facility(), TOPOLOGY, "-o", "json")
+    assert code == 0 and json.loads(out)["optimal"] is True
+    code, out, _ = run(tmp_path, capsys, facility())
+    assert "not proven optimal" not in out
+    real = plancli.plan
+    monkeypatch.setattr(plancli, "plan", lambda *a, **kw: dataclasses.replace(real(*a, **kw), optimal=False))
+    code, out, _ = run(tmp_path, capsys, facility())
+    assert code == 0 and "not proven optimal" in out and "gap" in out
+    code, out, _ = run(tmp_path, capsys, facility(), TOPOLOGY, "-o", "json")
+    assert json.loads(out)["optimal"] is False
