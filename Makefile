@@ -92,6 +92,17 @@ bench-xcache: bench-install deps
 bench-fleet: bench-install tools
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash bench/run-fleet.sh
 
+# Real bytes through an emulated switch fabric (network namespaces + tc, needs root):
+# bench/results/fabric.md and fabric.png. FABRIC_ARGS e.g. --cases chicago:1.5 --repeats 3.
+.PHONY: bench-fabric fabric-down
+FABRIC_ARGS ?=
+bench-fabric: bench-install deps
+	$(PY) bench/fabric_bench.py $(FABRIC_ARGS)
+
+# Remove every namespace (with its links and processes) a fabric run made (named syfab-*), also after a crash.
+fabric-down:
+	$(PYTHON) e2e/fabric.py down
+
 clean:
 	rm -rf $(VENV) operator/*.egg-info
 

@@ -376,12 +376,25 @@ def _bytes(ns: str, dev: str) -> tuple[int, int]:
     return stats["tx"]["bytes"], stats["rx"]["bytes"]
 
 
-def cpu_times() -> tuple[float, float]:
-    """(busy, total) jiffies of all CPUs (/proc/stat), for the headroom of a window."""
+def cpu_times() -> tuple[float, float, float]:
+    """(busy, total, softirq) jiffies of all CPUs (/proc/stat), for the headroom of a window."""
     fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = fields[3] + fields[4]
     total = sum(fields[:8])
-    return total - idle, total
+    return total - idle, total, fields[6]
+
+
+def process_cpu_seconds(prefix: str = PREFIX) -> float:
+    """CPU seconds used so far by the processes in the namespaces named with `prefix`, and by their reaped children."""
+    total = 0
+    for ns in namespaces(prefix):
+        for pid in run("ip", "netns", "pids", ns, check=False).stdout.split():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += sum(int(x) for x in fields[11:15])   # utime, stime, cutime, cstime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def wait_listening(ns: str, ip: str, port: int = PORT, timeout: float = 10) -> None:

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fabric import ORIGIN_IP, PORT, Fabric, cpu_times  # noqa: E402
+from fabric import ORIGIN_IP, PORT, Fabric, cpu_times, process_cpu_seconds  # noqa: E402
 from switchyard.api.xcachepool import XCachePoolBody  # noqa: E402
 from switchyard.planner.flow import ring_weights  # noqa: E402
 from switchyard.planner.hashing import home  # noqa: E402
@@ -145,8 +145,10 @@ def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
 class Window:
     seconds: float
     bytes: dict[str, tuple[int, int]]     # counter -> (out, in) bytes over the window
-    cpu_busy: float                       # fraction of all cores busy
+    cpu_busy: float                       # fraction of all cores busy (anything on the machine)
     load: float                           # 1-minute load average at the end
+    fabric_cores: float = 0.0             # cores the fabric's own processes used (xrootd, xrdcp)
+    softirq_cores: float = 0.0            # cores in softirq (forwarding, shaping: the kernel's share)
 
     def mbit(self, key: str) -> tuple[float, float]:
         out, inn = self.bytes[key]
@@ -208,13 +210,20 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
         fabric.start_reader(s.node, urls, s.wire_mbit, i)
     time.sleep(warmup)
     for _ in range(repeats):
+        own0 = process_cpu_seconds(fabric.prefix)
         before, cpu0, t0 = fabric.counters(), cpu_times(), time.monotonic()
         time.sleep(window)
         after, cpu1, t1 = fabric.counters(), cpu_times(), time.monotonic()
+        own1 = process_cpu_seconds(fabric.prefix)
         delta = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
-        busy = (cpu1[0] - cpu0[0]) / max(1e-9, cpu1[1] - cpu0[1])
-        measured.windows.append(Window(t1 - t0, delta, busy, os.getloadavg()[0]))
-        log(f"  window {len(measured.windows)}: {t1 - t0:.1f} s, CPU busy {busy:.0%}, load {os.getloadavg()[0]:.2f}")
+        jiffies = max(1e-9, cpu1[1] - cpu0[1])
+        busy = (cpu1[0] - cpu0[0]) / jiffies
+        cores = os.cpu_count() or 1
+        w = Window(t1 - t0, delta, busy, os.getloadavg()[0], (own1 - own0) / (t1 - t0),
+                   (cpu1[2] - cpu0[2]) / jiffies * cores)
+        measured.windows.append(w)
+        log(f"  window {len(measured.windows)}: {w.seconds:.1f} s, CPU busy {busy:.0%} (fabric processes "
+            f"{w.fabric_cores:.2f} cores, softirq {w.softirq_cores:.2f}), load {w.load:.2f}")
     fabric.stop_readers()
     return measured
 
