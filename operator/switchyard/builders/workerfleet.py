@@ -28,6 +28,17 @@ ROUTING_LABEL = "switchyard.dev/routing"  # on the two Deployments (and pods) of
 DASK_SCHEDULER_PORT = 8786
 DASK_DASHBOARD_PORT = 8787
 CHILD_KINDS = ("Deployment", "Service")
+# Dask workers that read through a pool load switchyard.routing.dask_preload: their
+# root:// reads (fsspec, uproot) then go to the caches their environment names. As
+# preload text, not a module name, so an image without switchyard still starts
+# (and says in its log that reads are not routed) instead of failing the import.
+ROUTING_PRELOAD = (
+    "try:\n"
+    "    from switchyard.routing.dask_preload import dask_setup\n"
+    "except ImportError as error:\n"
+    "    import logging\n"
+    "    logging.getLogger('switchyard.routing').warning('root:// reads are not routed through the caches: %s', error)\n"
+)
 TASKVINE_IDLE_TIMEOUT_SECONDS = 86400  # a worker Kubernetes restarts should not quit after 15 idle minutes
 # XRootD client settings for reads through the caches: fail over quickly to
 # the next cache instead of waiting on a dead one for minutes.
@@ -149,6 +160,8 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
         *({"name": e.name, "value": e.value} for e in spec.env),
     ]
     command = worker_command(fleet, namespace, spec)
+    if spec.dask is not None and plan.pool:
+        command += ["--preload", ROUTING_PRELOAD]
     container = {
         "name": "worker",
         "image": worker_image(spec),

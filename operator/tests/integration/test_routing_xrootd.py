@@ -1,0 +1,238 @@
+"""Reads by origin URL, routed by switchyard.routing, against a real origin and a ring of real caches.
+
+Three caches run from the config switchyard renders, in front of one origin,
+on distinct loopback addresses (127.0.0.2-4: distinct names for the rule).
+Who served what is read from each cache itself: its xrd.report link counter
+(bytes it sent to clients) and its namespace on disk (the files it holds). A
+file read from any cache but the one the planner's rule names fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from xrootd_fixtures import SummaryListener, cache_pool, start_cache, start_origin, xrdcp
+
+from switchyard.planner import hashing
+from switchyard.routing import HASH_RULE, Router, hooks
+
+pytestmark = pytest.mark.integration
+
+MIB = 1 << 20
+# A cache that serves nothing of a read sends nothing for it; a file (>= 1 MiB)
+# read from a cache other than its home shows far above this.
+NOT_SERVED = 4096
+# A reader's XRootD client: give up on a dead cache fast (the fleet's env says 10 s x 2).
+FAST_FAILOVER = {"XRD_CONNECTIONWINDOW": "2", "XRD_CONNECTIONRETRY": "1", "XRD_REQUESTTIMEOUT": "60"}
+
+
+@dataclass
+class RingCache:
+    name: str  # the cache's name in the ring (its host), what the rule hashes
+    cache: object
+    meter: SummaryListener
+    namespace: Path
+
+    @property
+    def url(self) -> str:
+        return f"root://{self.name}:{self.cache.daemon.port}"
+
+    def holds(self, lfn: str) -> bool:
+        return os.path.lexists(self.namespace / lfn.lstrip("/"))
+
+
+def sent(caches: list[RingCache]) -> dict[str, int]:
+    """Each cache's own count of bytes sent to clients, from reports made after this call."""
+    moment = time.time() + 0.001
+    return {c.name: c.meter.bytes_sent_after(moment) for c in caches}
+
+
+def served(caches: list[RingCache], read) -> dict[str, int]:
+    """Bytes each cache sent while `read()` ran."""
+    before = sent(caches)
+    read()
+    after = sent(caches)
+    return {name: after[name] - before[name] for name in before}
+
+
+def assert_only_home_served(by_cache: dict[str, int], home: str, size: int) -> None:
+    # A cold read may send more than the file (the client re-asks for ranges), never less.
+    assert by_cache[home] >= size, f"home cache {home} sent {by_cache[home]} bytes of a {size}-byte file: {by_cache}"
+    assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home), \
+        f"a cache other than {home} served this file: {by_cache}"
+
+
+@pytest.fixture
+def ring(xrd_base, xrootd_account):
+    """An origin with 8 files of 1-2 MiB and three caches; yields (origin, caches, files)."""
+    origin = start_origin(xrd_base, xrootd_account)
+    caches: list[RingCache] = []
+    try:
+        for index in range(3):
+            data = xrootd_account.make_dir(xrd_base / f"c{index}" / "data")
+            meta = xrootd_account.make_dir(xrd_base / f"c{index}" / "meta")
+            meter = SummaryListener()
+            cache = start_cache(xrd_base, xrootd_account, cache_pool(origin.daemon.port, [str(data)], str(meta)),
+                                exporter_port=meter.port)
+            caches.append(RingCache(f"127.0.0.{index + 2}", cache, meter, meta / "namespace"))
+        files = {}
+        for i in range(8):
+            data = os.urandom(MIB + i * 97_531)
+            files[origin.put(f"store/nano/Run2024/file{i:02d}.root", data)] = data
+        yield origin, caches, files
+    finally:
+        for c in caches:
+            c.cache.daemon.stop()
+            c.meter.close()
+        origin.daemon.stop()
+        origin.meter.close()
+
+
+def routing_env(caches: list[RingCache]) -> dict[str, str]:
+    """What a hashed worker is told (builders/workerfleet.py cache_env), for these caches."""
+    return {"SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_HASH_RULE": HASH_RULE,
+            "SWITCHYARD_CACHE_RING": ",".join(f"{c.url}=1" for c in caches), **FAST_FAILOVER}
+
+
+def switchyard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "switchyard.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120, check=False)
+
+
+def homes(files, caches: list[RingCache]) -> dict[str, str]:
+    return {lfn: hashing.home(lfn, [c.name for c in caches]) for lfn in files}
+
+
+def assert_each_cache_holds_its_own_files(caches: list[RingCache], expected: dict[str, str]) -> None:
+    for c in caches:
+        assert {lfn for lfn in expected if c.holds(lfn)} == {lfn for lfn, h in expected.items() if h == c.name}
+
+
+def test_switchyard_route_and_xrdcp_read_each_file_from_the_cache_the_rule_names(ring, xrd_base):
+    origin, caches, files = ring
+    env = routing_env(caches)
+    expected = homes(files, caches)
+    assert len(set(expected.values())) == 3, "every cache should have a share of these files"
+
+    for lfn, data in files.items():
+        routed = switchyard("route", f"root://127.0.0.1:{origin.daemon.port}/{lfn}", env=env)
+        assert routed.returncode == 0, routed.stderr
+        url = routed.stdout.strip()
+        home = next(c for c in caches if c.name == expected[lfn])
+        assert url == f"{home.url}/{lfn}"
+
+        def copy() -> None:
+            copied = xrdcp(url, xrd_base / "copy.root")
+            assert copied.returncode == 0, copied.stderr
+
+        assert_only_home_served(served(caches, copy), home.name, len(data))
+        assert (xrd_base / "copy.root").read_bytes() == data
+    assert_each_cache_holds_its_own_files(caches, expected)
+
+
+@pytest.fixture
+def fsspec_hooked():
+    """This process reads like a worker whose hooks are installed; the stock classes come back after."""
+    fsspec = pytest.importorskip("fsspec")
+    stock = pytest.importorskip("fsspec_xrootd").XRootDFileSystem
+    from XRootD import client
+
+    client.EnvPutInt("ConnectionWindow", 2)
+    client.EnvPutInt("ConnectionRetry", 1)
+    yield lambda env: hooks.install(Router.from_env(env))
+    fsspec.register_implementation("root", stock, clobber=True)
+    try:
+        import uproot.source.xrootd as sources
+    except ImportError:
+        return
+    for name in ("XRootDSource", "MultithreadedXRootDSource"):
+        cls = getattr(sources, name)
+        cls.__init__ = getattr(cls.__init__, "switchyard_original", cls.__init__)
+
+
+def read_all(caches, files, urls, expected) -> None:
+    import fsspec
+
+    for lfn, data in files.items():
+        got = {}
+
+        def read() -> None:
+            with fsspec.open(urls[lfn], "rb") as f:
+                got["data"] = f.read()
+
+        assert_only_home_served(served(caches, read), expected[lfn], len(data))
+        assert got["data"] == data
+
+
+def test_fsspec_by_origin_url_is_served_by_the_rule_and_losing_a_cache_moves_only_its_files(ring, fsspec_hooked):
+    origin, caches, files = ring
+    urls = {lfn: f"root://127.0.0.1:{origin.daemon.port}/{lfn}" for lfn in files}
+    env = routing_env(caches)
+    expected = homes(files, caches)
+    assert "fsspec" in fsspec_hooked(env)
+    origin_before = origin.bytes_sent_now()
+    read_all(caches, files, urls, expected)
+    # the origin sent each file once, to the cache that fetched it, never to the reader too
+    assert origin.bytes_sent_now() - origin_before < 1.5 * sum(map(len, files.values()))
+
+    # One cache dies while the workers still have it in their ring: its files fail over to
+    # their next cache, which is where the rule puts them once the ring loses it, and no
+    # other file moves.
+    lost = caches[0]
+    lost.cache.daemon.stop()
+    survivors = caches[1:]
+    after = homes(files, survivors)
+    moved = {lfn for lfn in files if after[lfn] != expected[lfn]}
+    assert moved == {lfn for lfn, h in expected.items() if h == lost.name} and moved
+    read_all(survivors, files, urls, after)  # the old ring: failover
+
+    fsspec_hooked(routing_env(survivors))  # the re-published ring
+    read_all(survivors, files, urls, after)
+    assert_each_cache_holds_its_own_files(survivors, after)
+
+
+UPROOT_READER = """
+import json, sys
+import uproot
+from switchyard.routing import hooks
+hooks.install()
+with uproot.open(sys.argv[1]) as f:
+    events = f["Events"]
+    print(json.dumps({"n": events.num_entries, "sum": float(events["Muon_pt"].array(library="np").sum())}))
+"""
+
+
+def test_uproot_opens_a_root_file_by_its_origin_url_through_its_home_cache(ring):
+    uproot = pytest.importorskip("uproot")
+    np = pytest.importorskip("numpy")
+    origin, caches, _ = ring
+    pt = np.random.default_rng(7).exponential(30.0, 200_000).astype(np.float32)
+    local = origin.root / "nano.root"
+    with uproot.recreate(local) as out:
+        out["Events"] = {"Muon_pt": pt, "run": np.full(pt.size, 2024, dtype=np.int32)}
+    origin.daemon.account.own(local)
+    lfn = "/nano.root"
+    home = next(c for c in caches if c.name == hashing.home(lfn, [c.name for c in caches]))
+    done = {}
+
+    def read() -> None:
+        done["result"] = subprocess.run(
+            [sys.executable, "-c", UPROOT_READER, f"root://127.0.0.1:{origin.daemon.port}/{lfn}"],
+            capture_output=True, text=True, env={**os.environ, **routing_env(caches)}, timeout=300, check=False)
+
+    by_cache = served(caches, read)
+    result = done["result"]
+    assert result.returncode == 0, result.stderr[-4000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got == {"n": pt.size, "sum": float(pt.sum())}
+    # uproot reads the baskets of one branch and the file's directory, not every byte
+    assert by_cache[home.name] > 0.5 * local.stat().st_size, by_cache
+    assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home.name), by_cache
+    assert home.holds(lfn) and not any(c.holds(lfn) for c in caches if c is not home)
