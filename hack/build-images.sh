@@ -163,7 +163,8 @@ fetch_wheels() {
   tmp="$(mktemp -d)"
   cp -a "$REPO/operator" "$tmp/operator"
   rm -rf "$tmp/operator"/*.egg-info "$tmp/operator/build"
-  python3 -m pip wheel -q -w "$WHEELS" "$tmp/operator" "distributed==$DISTRIBUTED_VERSION" "setuptools>=77" wheel
+  # [worker]: the readers the Dask image adds for switchyard.routing (fsspec-xrootd, xrootd, uproot)
+  python3 -m pip wheel -q -w "$WHEELS" "$tmp/operator[worker]" "distributed==$DISTRIBUTED_VERSION" "setuptools>=77" wheel
   # switchyard itself is installed from the context, not from a wheel.
   rm -f "$WHEELS"/switchyard-*.whl
   rm -rf "$tmp"
