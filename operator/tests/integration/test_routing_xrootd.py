@@ -236,3 +236,79 @@ def test_uproot_opens_a_root_file_by_its_origin_url_through_its_home_cache(ring)
     assert by_cache[home.name] > 0.5 * local.stat().st_size, by_cache
     assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home.name), by_cache
     assert home.holds(lfn) and not any(c.holds(lfn) for c in caches if c is not home)
+
+
+def test_local_routing_reads_every_file_from_the_switch_endpoint(ring, fsspec_hooked):
+    origin, caches, files = ring
+    switch_cache = caches[1]
+    fsspec_hooked({"SWITCHYARD_ROUTING": "local", "SWITCHYARD_CACHE_ENDPOINT": switch_cache.url})
+    urls = {lfn: f"root://127.0.0.1:{origin.daemon.port}/{lfn}" for lfn in files}
+    read_all(caches, files, urls, {lfn: switch_cache.name for lfn in files})
+    assert_each_cache_holds_its_own_files(caches, {lfn: switch_cache.name for lfn in files})
+
+
+def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_names(ring, xrd_base):
+    """The worker runs the command and environment a fleet's pod gets; the task is plain uproot."""
+    uproot = pytest.importorskip("uproot")
+    np = pytest.importorskip("numpy")
+    from distributed import Client
+    from xrootd_fixtures import free_port, wait_until
+
+    from switchyard.api import WorkerFleetSpec
+    from switchyard.api.plans import FleetPlan
+    from switchyard.builders.workerfleet import build_fleet
+
+    def analysis_task(url: str) -> dict:
+        """What an analyst submits (shipped by value): uproot on the origin URL, nothing about caches."""
+        import uproot
+
+        from switchyard.routing.hooks import installed
+
+        with uproot.open(url) as f:
+            pt = f["Events"]["Muon_pt"].array(library="np")
+        return {"n": int(pt.size), "sum": float(pt.sum()), "hooked": sorted(installed())}
+
+    origin, caches, _ = ring
+    pt = np.random.default_rng(11).exponential(25.0, 300_000).astype(np.float32)
+    local = origin.root / "nano_dask.root"
+    with uproot.recreate(local) as out:
+        out["Events"] = {"Muon_pt": pt}
+    origin.daemon.account.own(local)
+    lfn = "/nano_dask.root"
+    home = hashing.home(lfn, [c.name for c in caches])
+
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 1, "cores": 1, "memoryGiB": 1,
+                                           "dask": {"schedulerAddress": "tcp://scheduler.example:8786"}})
+    plan = FleetPlan(facility="af", workers={"sw1": 1}, pool="af-xc", cache_switches=["sw1"], routing={"sw1": "hashed"})
+    (deployment,) = build_fleet("f", "ns", spec, plan, helper_image="h:1")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    argv = container["command"] + container["args"]
+    assert argv[:3] == ["dask", "worker", "tcp://scheduler.example:8786"] and "--preload" in argv
+
+    port = free_port()
+    bindir = Path(sys.executable).parent
+    logs = xrd_base / "dask.log"
+    with open(logs, "ab") as log:
+        scheduler = subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                      "--no-dashboard"], stdout=log, stderr=subprocess.STDOUT)
+        worker_argv = [str(bindir / "dask"), "worker", f"tcp://127.0.0.1:{port}",
+                       *[a.replace("$(POD_NAME)", "f-sw1-0") for a in argv[3:]]]
+        env = {"PATH": os.environ["PATH"], "HOME": str(xrd_base), "POD_NAME": "f-sw1-0", **routing_env(caches)}
+        worker = subprocess.Popen(worker_argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with Client(f"tcp://127.0.0.1:{port}", timeout=60) as client:
+            wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, timeout=60, what="the worker to join")
+            done = {}
+
+            def read() -> None:
+                done["result"] = client.submit(analysis_task, f"root://127.0.0.1:{origin.daemon.port}/{lfn}",
+                                               pure=False).result(timeout=120)
+
+            by_cache = served(caches, read)
+    finally:
+        for process in (worker, scheduler):
+            process.terminate()
+            process.wait(timeout=30)
+    assert done["result"] == {"n": pt.size, "sum": float(pt.sum()), "hooked": ["fsspec", "uproot"]}, logs.read_text()[-3000:]
+    assert by_cache[home] > 0.5 * local.stat().st_size, by_cache
+    assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home), by_cache
