@@ -119,14 +119,17 @@ def evaluate(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReq
     wan = []
     for pool in pools:
         name = pool.name
-        ring_total = [(ringr[name, s], 1.0) for s in switches]
+        # the pool's ring reads in all (one variable, so each switch's rows stay short at 400 switches)
+        total = m.var(0.0)
+        m.row([(total, 1.0)] + [(ringr[name, s], -1.0) for s in switches], lb=0.0, ub=0.0)
         for t in switches:
             w = omega[name][t]
             # the cache hosts of t serve their local readers and their share of every ring reader
-            m.row([(local[name, t], 1.0)] + [(v, w) for v, _ in ring_total], ub=cap[name][t])
-            outbound[t] += [(ringr[name, s], w) for s in switches if s != t]
+            m.row([(local[name, t], 1.0), (total, w)], ub=cap[name][t])
+            # t sends its share of every other switch's ring reads: w * (total - t's own)
+            outbound[t] += [(total, w), (ringr[name, t], -w)]
             inbound[t].append((ringr[name, t], 1.0 - w))
-            served = [(local[name, t], 1.0)] + [(v, w) for v, _ in ring_total]
+            served = [(local[name, t], 1.0), (total, w)]
             inbound[t] += [(v, c * miss[name]) for v, c in served]
             wan += [(v, c * miss[name]) for v, c in served]
     for s in switches:

@@ -146,11 +146,18 @@ def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[Fle
         for f in fleets
     )
     switches = []
+    # Eligibility depends only on the labels the pools look at and the taints: worked out once per
+    # distinct pair (20,000 nodes have a handful), not per host and pool and fleet.
+    looked_at = sorted({p.body.nvme_label for p in pools} | {k for p in pools for k in p.body.node_selector})
+    seen: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
     for sw in sorted(topology.switches, key=lambda s: s.name):
         groups: dict[tuple, list[str]] = {}
         for host in sw.hosts:
-            eligible = tuple(i for i, p in enumerate(pools) if host_eligible(host, p))
-            runs = tuple(j for j, f in enumerate(fleets) if worker_eligible(host, f))
+            sig = (tuple(host.labels.get(k) for k in looked_at), tuple((t.key, t.value, t.effect) for t in host.taints))
+            if sig not in seen:
+                seen[sig] = (tuple(i for i, p in enumerate(pools) if host_eligible(host, p)),
+                             tuple(j for j, f in enumerate(fleets) if worker_eligible(host, f)))
+            eligible, runs = seen[sig]
             key = (host.nic_gbps, host.cpu_millis, host.memory_bytes, host.pods, eligible, runs)
             groups.setdefault(key, []).append(host.name)
         classes = tuple(
