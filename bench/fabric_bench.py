@@ -139,8 +139,8 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
         "(bench/topologies/) become an emulated fabric of network namespaces: a spine bridge, one bridge per switch,",
         "a namespace per node that hosts a cache or workers, an origin behind the WAN link; each direction of every",
         "uplink, NIC and the WAN shaped with tc HTB at the topology's Gbps × the scale. Real xrootd: the origin, and",
-        "one cache per planned cache host started from the config switchyard renders. Readers are real `xrdcp`",
-        "loops in the worker nodes' namespaces, routed as the placement says (local: one of the switch's caches per",
+        "one cache per planned cache host started from the config switchyard renders. Readers are real XRootD",
+        "clients (e2e/fabric_reader.py: a thread per stream reading whole files in turn) in the worker nodes' namespaces, routed as the placement says (local: one of the switch's caches per",
         "file; ring: the cache rendezvous hashing names with the placement's weights); a node's link in is shaped",
         "at its workers' demand (workers × readGbps, capped by its NIC). Caches are warmed first, so predictions",
         "use missRatio 0 and the origin column shows what still came from the origin during the windows.",
@@ -150,7 +150,7 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
         "model's (planner/flow.py) for the same placement: the best total the routing allows, not a fair share.",
         f"A window with more than {CPU_LIMIT:.0%} of all cores busy (by anything: this machine is shared) is",
         "invalid: the CPU may have bound, not the network. The fabric's own share is shown beside it (its xrootd",
-        "and xrdcp processes, and the kernel's softirq time, which is where bridging and shaping are paid).",
+        "and reader processes, and the kernel's softirq time, which is where bridging and shaping are paid).",
         "",
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; shared with other work",
         f"- scale (Mbit/s per model Gbps): {', '.join(f'{c} {s}' for c, s in args.scales.items())}; windows {args.repeats} × {args.window:.0f} s after "
@@ -240,8 +240,8 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--files", type=int, default=24)
-    parser.add_argument("--file-mib", type=int, default=16)
+    parser.add_argument("--files", type=int, default=64)
+    parser.add_argument("--file-mib", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
     args = parser.parse_args()

@@ -5,7 +5,8 @@ namespace per node that hosts a cache or readers, and an origin behind a WAN
 link. Every link is shaped on the egress of each veth end, so both directions
 of an uplink, a NIC and the WAN have their own rate (no IFB). Real xrootd
 origin and caches run inside the namespaces (as the unprivileged xrootd user),
-real `xrdcp` readers too; bytes are read from the interface counters.
+real XRootD-client readers too (fabric_reader.py); bytes are read from the
+interface counters.
 
 Everything this module makes is named with PREFIX ("syfab-") and a run tag:
 namespaces `syfab-<tag>-spine`, `-s<i>` (switches), `-n<i>` (nodes), `-origin`.
@@ -17,8 +18,7 @@ and every sysctl changed is a per-namespace one (gone with the namespace).
 
 Rates: HTB counts whole frames, so shaped rates and the counters are both in
 wire bytes (a full TCP frame carries 1448 payload bytes in 1514: payload is
-~0.956 of a shaped rate). Readers are paced (xrdcp --xrate, payload bytes) so
-that their wire rate is the demand they stand for.
+~0.956 of a shaped rate).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from pathlib import Path
 PREFIX = "syfab-"
 XROOTD_USER = os.environ.get("XROOTD_USER", "xrootd")
 PORT = 1094
-WIRE_PER_PAYLOAD = 1514 / 1448
 SUBNET = "10.77"
 ORIGIN_IP = f"{SUBNET}.250.1"
+READER = Path(__file__).resolve().parent / "fabric_reader.py"
 
 
 class FabricError(RuntimeError):
@@ -131,6 +131,7 @@ class Fabric:
     switch_ns: dict[str, str] = field(default_factory=dict)
     ports: list[Port] = field(default_factory=list)
     processes: list[subprocess.Popen] = field(default_factory=list)
+    readers: list[subprocess.Popen] = field(default_factory=list)
 
     @classmethod
     def plan(cls, tag: str, uplinks_mbit: dict[str, float], hosts: list[tuple[str, str, float, float]],
@@ -331,31 +332,40 @@ class Fabric:
             out.append(str(base / sub))
         return out[0], out[1]
 
-    def xrdcp(self, ns: str, url: str, timeout: float = 600) -> None:
-        result = run("ip", "netns", "exec", ns, "xrdcp", "--force", "--nopbar", url, "/dev/null", check=False)
-        if result.returncode != 0:
-            raise FabricError(f"xrdcp {url} in {ns}: {result.stderr.strip()}")
-
-    def start_reader(self, node_name: str, urls: list[str], wire_mbit: float, index: int) -> subprocess.Popen:
-        """One reader stream: reads `urls` in order, round and round, paced at `wire_mbit` on the wire (0: not paced)."""
+    def _reader(self, node_name: str, spec: dict, name: str) -> subprocess.Popen:
         node = self.node(node_name)
-        pace = f"--xrate {int(wire_mbit * 1e6 / 8 / WIRE_PER_PAYLOAD)} " if wire_mbit > 0 else ""
-        # Only URLs built here from literal addresses and file names reach this script.
-        script = "while :; do for u in " + " ".join(urls) + \
-                 f"; do xrdcp --force --silent {pace}\"$u\" /dev/null || sleep 1; done; done"
-        return self.spawn(node.ns, ["sh", "-c", script], self.workdir / f"reader-{node.ns}-{index}.log")
+        path = self.workdir / f"{name}.json"
+        path.write_text(json.dumps(spec))
+        return self.spawn(node.ns, [sys.executable, str(READER), str(path)], self.workdir / f"{name}.log")
+
+    def read_once(self, node_name: str, urls: list[str], timeout: float = 600) -> None:
+        """Read every URL once from the node (fabric_reader.py), e.g. to warm a cache; raises if any read failed."""
+        name = f"warm-{self.node(node_name).ns.removeprefix(self.prefix)}"
+        process = self._reader(node_name, {"once": True, "streams": [{"urls": urls}]}, name)
+        if process.wait(timeout=timeout) != 0:
+            raise FabricError(f"reads from {node_name} failed: "
+                              f"{(self.workdir / (name + '.log')).read_text(errors='replace')[-2000:]}")
+        self.processes.remove(process)
+
+    def start_readers(self, node_name: str, streams: list[tuple[list[str], float]]) -> subprocess.Popen:
+        """The node's reader streams: (URLs read in order round and round, wire Mbit/s pace or 0)."""
+        spec = {"streams": [{"urls": urls, "wire_mbit": mbit} for urls, mbit in streams]}
+        process = self._reader(node_name, spec, f"readers-{self.node(node_name).ns.removeprefix(self.prefix)}")
+        self.readers.append(process)
+        return process
 
     def stop_readers(self) -> None:
-        for process in self.processes:
-            if process.poll() is None and process.args[4:6] == ["sh", "-c"]:
+        for process in self.readers:
+            if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes:
-            if process.args[4:6] == ["sh", "-c"]:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-        self.processes = [p for p in self.processes if p.poll() is None]
+        for process in self.readers:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=5)
+        self.processes = [p for p in self.processes if p not in self.readers]
+        self.readers.clear()
 
     # ------------------------------------------------------------ counters
 

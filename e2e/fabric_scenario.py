@@ -4,14 +4,14 @@ Takes what the planner and the baselines produce (a Placement, the ring
 weights) on a topology, realises it node by node (the planner's own packing
 witness), builds the fabric (fabric.py) at `scale` Mbit/s per model Gbps, starts
 the real origin and one real cache per cache host from the config switchyard
-renders, warms the caches, shapes the links and runs paced `xrdcp` readers:
+renders, warms the caches, shapes the links and runs XRootD-client readers
+(fabric_reader.py, one process per node, a thread per stream):
 
 - a worker stands for `readGbps` of demand; the workers of a fleet on a node
   are read by up to STREAMS_PER_NODE reader streams per routing kind, and the
   node's link in is shaped at its workers' total demand (capped by its NIC);
-  readers on a cache host (whose link in also carries fills) are paced with
-  xrdcp --xrate instead, which is coarser (it under-delivered by ~16% at
-  10 Mbit/s in an 8 s window);
+  readers on a cache host (whose link in also carries fills) are paced by
+  the reader itself instead (fabric_reader.py);
 - a *local* reader reads each file from one of its switch's cache hosts (what
   the switch's cache Service would pick per connection: a fixed pseudo-random
   choice per stream and file); a *ring* reader reads each file from the cache
@@ -147,7 +147,7 @@ class Window:
     bytes: dict[str, tuple[int, int]]     # counter -> (out, in) bytes over the window
     cpu_busy: float                       # fraction of all cores busy (anything on the machine)
     load: float                           # 1-minute load average at the end
-    fabric_cores: float = 0.0             # cores the fabric's own processes used (xrootd, xrdcp)
+    fabric_cores: float = 0.0             # cores the fabric's own processes used (xrootd, readers)
     softirq_cores: float = 0.0            # cores in softirq (forwarding, shaping: the kernel's share)
 
     def mbit(self, key: str) -> tuple[float, float]:
@@ -196,8 +196,7 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
 
     def warm(node: str) -> None:
         ip = fabric.node(node).ip
-        for f in sorted(the.warm[node]):
-            fabric.xrdcp(fabric.node(node).ns, f"root://{ip}:{PORT}/{f}")
+        fabric.read_once(node, [f"root://{ip}:{PORT}/{f}" for f in sorted(the.warm[node])])
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(warm, sorted(n for n in the.caches if the.warm[n])))
@@ -205,9 +204,12 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
     measured.fill_bytes = fabric.counters()["wan"][0]
     log(f"  caches warm in {measured.warm_seconds:.0f} s ({measured.fill_bytes / MIB:.0f} MiB from the origin)")
     fabric.shape_links()
-    for i, s in enumerate(the.streams):
-        urls = [f"root://{fabric.node(c).ip}:{PORT}/{f}" for c, f in s.urls]
-        fabric.start_reader(s.node, urls, s.wire_mbit, i)
+    by_node: dict[str, list] = {}
+    for s in the.streams:
+        by_node.setdefault(s.node, []).append(([f"root://{fabric.node(c).ip}:{PORT}/{f}" for c, f in s.urls],
+                                               s.wire_mbit))
+    for node, streams in sorted(by_node.items()):
+        fabric.start_readers(node, streams)
     time.sleep(warmup)
     for _ in range(repeats):
         own0 = process_cpu_seconds(fabric.prefix)

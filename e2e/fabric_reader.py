@@ -1,0 +1,96 @@
+"""The readers of one fabric node: a thread per stream, reading its files in order, round and round.
+
+    python3 fabric_reader.py SPEC.json
+
+SPEC: {"once": false, "streams": [{"urls": ["root://10.77.1.1:1094//f00.root", ...], "wire_mbit": 0}]}.
+Each stream opens a file with the XRootD client, reads it to the end in CHUNK
+reads, closes it and takes the next (the way an analysis job walks its files,
+so a stream's bytes split over its sources in fixed proportions and the
+slowest source holds it back). One process keeps the client's connections
+open between files: no process start per file, so files can be small and a
+20 s window sees many of them. wire_mbit > 0 paces the stream (wire bytes).
+With "once", every URL is read once (warming a cache) and the exit status
+says whether all reads succeeded. SIGTERM stops the streams.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+
+from XRootD import client
+from XRootD.client.flags import OpenFlags
+
+CHUNK = 1 << 20
+WIRE_PER_PAYLOAD = 1514 / 1448
+TIMEOUT = 60
+
+
+def read_file(url: str, stop: threading.Event, pace) -> bool:
+    f = client.File()
+    status, _ = f.open(url, OpenFlags.READ, timeout=TIMEOUT)
+    if not status.ok:
+        return False
+    offset = 0
+    ok = True
+    while not stop.is_set():
+        status, data = f.read(offset, CHUNK, timeout=TIMEOUT)
+        if not status.ok:
+            ok = False
+            break
+        if not data:
+            break
+        offset += len(data)
+        pace(len(data))
+    f.close(timeout=TIMEOUT)
+    return ok
+
+
+def stream(urls: list[str], wire_mbit: float, once: bool, stop: threading.Event, failures: list[str]) -> None:
+    rate = wire_mbit * 1e6 / 8 / WIRE_PER_PAYLOAD
+    start, done = time.monotonic(), [0]
+
+    def pace(n: int) -> None:
+        if rate <= 0:
+            return
+        done[0] += n
+        ahead = done[0] / rate - (time.monotonic() - start)
+        if ahead > 0:
+            stop.wait(ahead)
+
+    while not stop.is_set():
+        for url in urls:
+            if stop.is_set():
+                return
+            if not read_file(url, stop, pace):
+                failures.append(url)
+                if once:
+                    return
+                stop.wait(1.0)
+        if once:
+            return
+
+
+def main(path: str) -> int:
+    spec = json.loads(open(path).read())
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    failures: list[str] = []
+    threads = [threading.Thread(target=stream, args=(s["urls"], s.get("wire_mbit", 0), spec.get("once", False), stop,
+                                                     failures), daemon=True) for s in spec["streams"]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)
+    if failures:
+        print(f"{len(failures)} reads failed, first {failures[0]}", file=sys.stderr)
+    return 1 if failures and spec.get("once") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
