@@ -23,8 +23,11 @@ Routing per mode keeps every plan realisable by the rule in flow.py:
   mix local and ring readers.
 - local: ring readers only where the pool has no cache (z[p,s] binary).
 - hashed: every worker is a ring reader. A ring reader next to a ring cache
-  gets part of its bytes locally; the model counts them as crossing both
-  uplinks, so the real flow is never worse than the model's.
+  gets part of its bytes locally. Without `shares` the model counts them as
+  crossing both uplinks (the real flow is never worse than the model's); with
+  each switch's ring share w_s fixed (the solver's second pass), they stay
+  off the uplink as in flow.py: O[p,s] = w_s * T_p, in_s counts
+  (1 - w_s) * A[p,s] and out_s counts O[p,s] - w_s * A[p,s].
 
 The spine is non-blocking, so the ring reads are realised by publishing host
 weights proportional to O: each ring reader pulls O[p,t]/sum(O) from switch t.
@@ -70,6 +73,7 @@ class Formulation:
     flags: set[int] = field(default_factory=set)               # routing binaries (e, z)
     current: dict[int, int] = field(default_factory=dict)      # variable -> its value in the current placement
     split: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (fleet, switch, class) -> workers there
+    shares: dict[int, dict[int, float]] = field(default_factory=dict)     # hashed: pool -> switch -> fixed ring share
 
     def integers(self) -> list[int]:
         return [v for v, integer in enumerate(self.model.integer) if integer]
@@ -81,11 +85,15 @@ class Formulation:
         return {v: 1.0 for v in self.caches.values()}
 
 
-def formulate(problem: Problem, mode: str, current: Current | None = None) -> Formulation:
+def formulate(problem: Problem, mode: str, current: Current | None = None,
+              shares: dict[int, dict[int, float]] | None = None) -> Formulation:
+    """The model; in hashed mode with `shares` (pool -> switch -> its caches' share of the ring, see
+    ring_shares), ring bytes a switch's readers get from its own caches stay off its uplink."""
     if mode not in MODES:
         raise ValueError(f"routing must be one of {', '.join(MODES)}, not {mode!r}")
     m = LinearModel()
     fm = Formulation(problem, mode, m)
+    fm.shares = shares if mode == "hashed" and shares else {}
     fm.util = m.var(0.0, 1.0)
     pools, fleets = problem.pools, problem.fleets
     readers = {p: [j for j, f in enumerate(fleets) if f.pool == p and f.replicas] for p in range(len(pools))}
@@ -243,8 +251,14 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
             continue
         demand_total = sum(fleets[j].replicas * fleets[j].read_gbps for j in readers[p])
         replicas = sum(fleets[j].replicas for j in readers[p])
+        share = fm.shares.get(p)
+        total = None
+        if share is not None:
+            # the pool's ring reads in all; each switch's caches serve their fixed share of them
+            total = m.var(0.0, demand_total)
         for s, sw in enumerate(problem.switches):
             hosts = [(v, problem.serve(p, sw.classes[k])) for (pp, ss, k), v in fm.caches.items() if pp == p and ss == s]
+            w = share.get(s, 0.0) if share is not None else None
             local = [(fm.local[j, s], fleets[j].read_gbps) for j in readers[p] if (j, s) in fm.local]
             ring = [(fm.ring[j, s], fleets[j].read_gbps) for j in readers[p] if (j, s) in fm.ring]
             serve_max = sum(problem.serve(p, sw.classes[k]) * m.ub[v] for (pp, ss, k), v in fm.caches.items()
@@ -252,9 +266,14 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
             if ring:
                 a = fm.reads_ring[p, s] = m.var(0.0, demand_total)
                 m.row([(a, 1.0)] + [(v, -r) for v, r in ring], ub=0.0)
-                inbound[s].append((a, 1.0))
+                # with fixed shares a ring reader's bytes from its own switch's caches do not cross
+                inbound[s].append((a, 1.0 - (w or 0.0)))
+                if w:
+                    outbound[s].append((a, -w))
             if hosts:
                 o = fm.ring_serve[p, s] = m.var(0.0, serve_max)
+                if total is not None:
+                    m.row([(o, 1.0), (total, -w)], lb=0.0, ub=0.0)
                 served = [(o, 1.0)]
                 if local:
                     l_ = fm.reads_local[p, s] = m.var(0.0, serve_max)
@@ -274,8 +293,11 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
             else:
                 for v, _ in local:
                     m.ub[v] = 0.0      # no cache of the pool can be here: its workers read the ring
-        m.row([(v, 1.0) for (pp, _), v in fm.ring_serve.items() if pp == p]
-              + [(v, -1.0) for (pp, _), v in fm.reads_ring.items() if pp == p], lb=0.0, ub=0.0)
+        reads = [(v, -1.0) for (pp, _), v in fm.reads_ring.items() if pp == p]
+        if total is None:
+            m.row([(v, 1.0) for (pp, _), v in fm.ring_serve.items() if pp == p] + reads, lb=0.0, ub=0.0)
+        else:       # with fixed shares adding up to 1, the ring balances by construction
+            m.row([(total, 1.0)] + reads, lb=0.0, ub=0.0)
     for s, sw in enumerate(problem.switches):
         for terms in (inbound[s], outbound[s]):
             if terms:
@@ -283,6 +305,24 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
                 m.row([(v, c * scale) for v, c in terms] + [(fm.util, -1.0)], ub=0.0)
     if wan:
         m.row([(v, c / problem.wan_gbps) for v, c in wan], ub=1.0)
+
+
+def ring_shares(fm: Formulation, solution, by_capacity: bool = False) -> dict[int, dict[int, float]]:
+    """pool -> switch -> the share of the pool's ring its caches served in `solution` (or, by_capacity,
+    could serve), summing to 1; pools whose ring served nothing are left out."""
+    out: dict[int, dict[int, float]] = {}
+    problem = fm.problem
+    if by_capacity:
+        for (p, s, k), v in sorted(fm.caches.items()):
+            hosts = round(float(solution.x[v]))
+            if hosts and any(pp == p for pp, _ in fm.reads_ring):
+                out.setdefault(p, {})
+                out[p][s] = out[p].get(s, 0.0) + hosts * problem.serve(p, problem.switches[s].classes[k])
+    for (p, s), v in sorted(fm.ring_serve.items()) if not by_capacity else ():
+        served = max(0.0, float(solution.x[v]))
+        if served > 1e-9:
+            out.setdefault(p, {})[s] = served
+    return {p: {s: g / sum(by.values()) for s, g in by.items()} for p, by in out.items()}
 
 
 def _exclusive(fm: Formulation, p: int, s: int, ring_serve: int, serve_max: float, hosts, ring, replicas: int) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..topology import Topology
-from .formulation import formulate
+from .formulation import formulate, ring_shares
 from .lp import Infeasible
 from .model import OPTIMAL_GAP, FleetRequest, Placement, Plan, PoolRequest
 from .problem import build_problem
@@ -36,13 +36,46 @@ from .stay import better, staying
 
 # Re-solves when a switch's planned workers do not pack onto its nodes.
 PACKING_ROUNDS = 4
+# hashed: models solved with fixed ring shares (each from the best so far) while the plan improves.
+HASHED_ROUNDS = 3
 
 
 def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str = "auto",
          current: Placement | None = None) -> Plan:
     problem = build_problem(topology, pools, fleets)
-    fm = formulate(problem, routing, _current(problem, current) if current is not None else None)
-    bound = None
+    today = _current(problem, current) if current is not None else None
+    fm = formulate(problem, routing, today)
+    result, solution, bound = _solved(topology, pools, fleets, problem, fm, routing, current)
+    if routing == "hashed":
+        # The first model counts every ring byte as crossing both uplinks. With its ring shares
+        # fixed, the bytes a switch's readers get from its own caches stay off its uplink, as in
+        # the flow model: the second model plans what the placement really delivers.
+        # Two candidate shares: what the first model's ring served, and (what the published weights
+        # default to) each switch's planned serving capacity; then from the best, what it served,
+        # while that improves (HASHED_ROUNDS at most). The best realised plan wins.
+        candidates = [ring_shares(fm, solution), ring_shares(fm, solution, by_capacity=True)]
+        best = None
+        for round_ in range(HASHED_ROUNDS):
+            for shares in candidates:
+                if not shares:
+                    continue
+                shared = formulate(problem, routing, today, shares)
+                second, found, _ = _solved(topology, pools, fleets, problem, shared, routing, current, bound)
+                if better(second, result):
+                    result, best = second, (shared, found)
+            if best is None:
+                break
+            candidates, best = [ring_shares(*best)], None
+    if current is not None:
+        stay = staying(topology, pools, fleets, current, routing, bound=bound)
+        if stay is not None and not better(result, stay):
+            return _proven(stay, None)
+    return result
+
+
+def _solved(topology: Topology, pools, fleets, problem, fm, routing: str, current: Placement | None,
+            bound: float | None = None) -> tuple[Plan, object, float]:
+    """The stages solved on `fm`, realised on nodes and judged by the flow model: (plan, solution, bound)."""
     proven = None
     # Small models re-solve with a cut when a switch's workers do not pack; large ones
     # (and what is left after the rounds) move the leftover workers to nodes with room.
@@ -71,12 +104,8 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
         name = problem.fleets[j].name
         unplaced[name] = unplaced.get(name, 0) + count
     result = _plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, unplaced)
-    result = _proven(result, proven)
-    if current is not None:
-        stay = staying(topology, pools, fleets, current, routing, bound=bound)
-        if stay is not None and not better(result, stay):
-            return _proven(stay, None)
-    return result
+    # hashed: the models count ring bytes conservatively (or at fixed shares), so their optimum proves nothing
+    return _proven(result, proven if routing != "hashed" else None), solution, bound
 
 
 def _proven(result: Plan, proven_gbps: float | None) -> Plan:
