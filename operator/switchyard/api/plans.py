@@ -54,6 +54,8 @@ class FleetPlan(Model):
         default={}, description="Of those, the workers per switch that read over the pool's hash ring.")
     pool: ObjectName | None = Field(default=None, description="The XCachePool the workers read through.")
     pool_port: Port = Field(default=1094, description="The pool's XRootD port.")
+    pool_origin_mode: Literal["fixed", "forward"] = Field(
+        default="fixed", description="The pool's origin.mode: in 'forward' readers name the origin in the URL's path.")
     cache_switches: list[SwitchName] = Field(default=[], description="Switches with a host of the pool.")
     routing: dict[SwitchName, Literal["local", "hashed"]] = Field(default={}, description="Routing per switch.")
     cache_ring: dict[NodeName, Annotated[float, Field(ge=0)]] = Field(

@@ -39,6 +39,7 @@ def fleet_plan(facility: str, spec: AnalysisFacilitySpec, plan: Plan, fleet_key:
         hashed=dict(sorted((plan.placement.hashed.get(fleet_key) or {}).items())),
         pool=pool_object_name(facility, pool.name) if pool else None,
         pool_port=pool.port if pool else 1094,
+        pool_origin_mode=pool.origin.mode if pool else "fixed",
         cache_switches=sorted(plan.placement.caches.get(pool_name, {})),
         routing=dict(sorted(plan.routing.items())),
         # The ring hashed readers use: cache host (node name) -> weight.

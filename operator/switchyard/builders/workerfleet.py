@@ -118,6 +118,8 @@ def cache_env(plan: FleetPlan, namespace: str, switch: str, routing: str | None 
         {"name": "SWITCHYARD_CACHE_ENDPOINT", "value": "root://" + endpoint(pool, namespace, port, switch if local else None)},
         {"name": "SWITCHYARD_ROUTING", "value": routing},
         {"name": "SWITCHYARD_CACHE_SWITCHES", "value": ",".join(plan.cache_switches)},
+        # fixed: a cache fetches misses from its own origin; forward: readers put the origin's URL in the path
+        {"name": "SWITCHYARD_CACHE_ORIGIN_MODE", "value": plan.pool_origin_mode},
         *({"name": k, "value": v} for k, v in XROOTD_CLIENT_ENV),
     ]
     ring = plan.cache_ring

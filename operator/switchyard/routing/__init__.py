@@ -6,6 +6,8 @@ Every worker of a fleet that reads through a pool is told, in its environment
 - `SWITCHYARD_ROUTING`: `local` or `hashed`;
 - `SWITCHYARD_CACHE_ENDPOINT`: `root://host:port`, its switch's cache Service
   (local) or the pool-wide one;
+- `SWITCHYARD_CACHE_ORIGIN_MODE`: the pool's `origin.mode`, `fixed` (default)
+  or `forward`;
 - in `hashed` routing, `SWITCHYARD_CACHE_RING` (`root://host:port=weight,...`,
   the pool's cache hosts with the weights the planner publishes) and
   `SWITCHYARD_HASH_RULE` (`rendezvous-sha256-v1`).
@@ -18,9 +20,12 @@ ones as failover. `Router.route(url)` is the first of them.
 
 What is hashed is the file's path as the server sees it: the URL's path with
 one leading slash, without `?query`: `root://origin//store/a.root` and
-`root://origin:1094/store/a.root` both hash `/store/a.root`. The origin's
-host is dropped (a cache in `fixed` origin mode reads every miss from its
-configured origin) and the query is kept (tokens travel there).
+`root://origin:1094/store/a.root` both hash `/store/a.root`. A pool in
+`fixed` origin mode reads every miss from its configured origin, so the
+origin's host is dropped (`root://cache:1094//store/a.root`); a pool of
+forwarding proxies (`forward`) is given the origin's URL as the path
+(`root://cache:1094//root://origin:1094//store/a.root`). The query is kept
+(tokens travel there).
 
 Left as they are: URLs that are not XRootD URLs (local paths, `s3://`,
 `https://`), forwarding-proxy URLs (`root://cache//root://origin//path`), and
@@ -45,6 +50,7 @@ ROUTING_ENV = "SWITCHYARD_ROUTING"
 ENDPOINT_ENV = "SWITCHYARD_CACHE_ENDPOINT"
 RING_ENV = "SWITCHYARD_CACHE_RING"
 RULE_ENV = "SWITCHYARD_HASH_RULE"
+ORIGIN_MODE_ENV = "SWITCHYARD_CACHE_ORIGIN_MODE"
 SCHEMES = ("root", "roots", "xroot", "xroots")
 _TLS_SCHEMES = ("roots", "xroots")
 _EMBEDDED_URL = re.compile(r"^[a-z][a-z0-9+.-]*:/", re.IGNORECASE)
@@ -122,6 +128,7 @@ class Router:
     routing: str | None = None
     endpoint: str | None = None  # root://host:port
     ring: tuple[Cache, ...] = field(default=())
+    origin_mode: str = "fixed"  # the pool's origin.mode: "forward" puts the origin's URL in the path
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Router":
@@ -131,12 +138,15 @@ class Router:
         endpoint = (env.get(ENDPOINT_ENV) or "").strip() or None
         ring_text = (env.get(RING_ENV) or "").strip()
         rule = (env.get(RULE_ENV) or "").strip()
+        origin_mode = (env.get(ORIGIN_MODE_ENV) or "").strip() or "fixed"
         if routing is None and endpoint is None and not ring_text:
             return cls()
         if routing is None:
             routing = "hashed" if ring_text else "local"
         if routing not in ("local", "hashed"):
             raise RoutingError(f"{ROUTING_ENV}: {routing!r} is not 'local' or 'hashed'")
+        if origin_mode not in ("fixed", "forward"):
+            raise RoutingError(f"{ORIGIN_MODE_ENV}: {origin_mode!r} is not 'fixed' or 'forward'")
         if endpoint is not None:
             scheme, _, address = _address(endpoint, ENDPOINT_ENV)
             endpoint = f"{scheme}://{address}"
@@ -148,7 +158,7 @@ class Router:
         if endpoint is None and not ring:
             needs = ENDPOINT_ENV if routing == "local" else f"{RING_ENV} or {ENDPOINT_ENV}"
             raise RoutingError(f"{ROUTING_ENV} is {routing!r} but {needs} is not set")
-        return cls(routing, endpoint, ring)
+        return cls(routing, endpoint, ring, origin_mode)
 
     @property
     def active(self) -> bool:
@@ -172,6 +182,8 @@ class Router:
         scheme = "roots" if parts.scheme.lower() in _TLS_SCHEMES else (self.endpoint or "root://").split("://")[0]
         user = parts.netloc.rpartition("@")[0]
         tail = path[1:] + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+        if self.origin_mode == "forward":
+            tail = f"{parts.scheme}://{parts.netloc}//{tail}"
         return [f"{scheme}://{user + '@' if user else ''}{address}//{tail}" for address in self.caches(path)]
 
     def route(self, url: str) -> str:

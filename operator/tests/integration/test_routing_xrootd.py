@@ -69,19 +69,24 @@ def assert_only_home_served(by_cache: dict[str, int], home: str, size: int) -> N
         f"a cache other than {home} served this file: {by_cache}"
 
 
+def start_ring(xrd_base, xrootd_account, source, count: int, caches: list, **pool) -> None:
+    """`count` caches of one pool in front of `source` (`pool`: XCachePool overrides), appended to `caches`."""
+    for index in range(count):
+        data = xrootd_account.make_dir(xrd_base / f"c{index}" / "data")
+        meta = xrootd_account.make_dir(xrd_base / f"c{index}" / "meta")
+        meter = SummaryListener()
+        cache = start_cache(xrd_base, xrootd_account, cache_pool(source.daemon.port, [str(data)], str(meta), **pool),
+                            exporter_port=meter.port)
+        caches.append(RingCache(f"127.0.0.{index + 2}", cache, meter, meta / "namespace"))
+
+
 @pytest.fixture
 def ring(xrd_base, xrootd_account):
     """An origin with 8 files of 1-2 MiB and three caches; yields (origin, caches, files)."""
     origin = start_origin(xrd_base, xrootd_account)
     caches: list[RingCache] = []
     try:
-        for index in range(3):
-            data = xrootd_account.make_dir(xrd_base / f"c{index}" / "data")
-            meta = xrootd_account.make_dir(xrd_base / f"c{index}" / "meta")
-            meter = SummaryListener()
-            cache = start_cache(xrd_base, xrootd_account, cache_pool(origin.daemon.port, [str(data)], str(meta)),
-                                exporter_port=meter.port)
-            caches.append(RingCache(f"127.0.0.{index + 2}", cache, meter, meta / "namespace"))
+        start_ring(xrd_base, xrootd_account, origin, 3, caches)
         files = {}
         for i in range(8):
             data = os.urandom(MIB + i * 97_531)
@@ -312,3 +317,37 @@ def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_
     assert done["result"] == {"n": pt.size, "sum": float(pt.sum()), "hooked": ["fsspec", "uproot"]}, logs.read_text()[-3000:]
     assert by_cache[home] > 0.5 * local.stat().st_size, by_cache
     assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home), by_cache
+
+
+def test_a_ring_of_forwarding_proxies_is_given_the_origin_in_the_url(xrd_base, xrootd_account, fsspec_hooked):
+    origin = start_origin(xrd_base, xrootd_account)
+    caches: list[RingCache] = []
+    try:
+        start_ring(xrd_base, xrootd_account, origin, 2, caches, origin={"mode": "forward", "host": None})
+        files = {}
+        for i in range(4):
+            data = os.urandom(MIB + i * 65_537)
+            files[origin.put(f"store/fwd/file{i}.root", data)] = data
+        env = {**routing_env(caches), "SWITCHYARD_CACHE_ORIGIN_MODE": "forward"}
+        expected = homes(files, caches)
+        urls = {lfn: f"root://127.0.0.1:{origin.daemon.port}/{lfn}" for lfn in files}
+        for lfn in list(files)[:2]:  # the CLI and xrdcp
+            routed = switchyard("route", urls[lfn], env=env)
+            assert routed.returncode == 0, routed.stderr
+            home = next(c for c in caches if c.name == expected[lfn])
+            assert routed.stdout.strip() == f"{home.url}//{urls[lfn]}"
+
+            def copy() -> None:
+                copied = xrdcp(routed.stdout.strip(), xrd_base / "fwd.root")
+                assert copied.returncode == 0, copied.stderr
+
+            assert_only_home_served(served(caches, copy), home.name, len(files[lfn]))
+            assert (xrd_base / "fwd.root").read_bytes() == files[lfn]
+        assert "fsspec" in fsspec_hooked(env)  # and fsspec, warm and cold
+        read_all(caches, files, urls, expected)
+    finally:
+        for c in caches:
+            c.cache.daemon.stop()
+            c.meter.close()
+        origin.daemon.stop()
+        origin.meter.close()

@@ -175,3 +175,38 @@ def test_the_environment_a_fleet_builder_writes_is_the_one_the_client_reads(rout
 def test_ring_parsing_keeps_ports_and_weights():
     ring = parse_ring(" root://a:1094=1 , roots://b=2.5,")
     assert [(c.name, c.address, c.weight) for c in ring] == [("a", "a:1094", 1.0), ("b", "b", 2.5)]
+
+
+def test_a_pool_of_forwarding_proxies_is_given_the_origin_url_in_the_path():
+    router = Router.from_env({**hashed_env(), "SWITCHYARD_CACHE_ORIGIN_MODE": "forward"})
+    path = FILES[3]
+    got = router.candidates(f"root://origin.example.org:1094/{path}?authz=t")
+    assert got == [f"root://{h}:{PORT}//root://origin.example.org:1094/{path}?authz=t" for h in hashing.order(path, RING)]
+    assert router.route(got[0]) == got[0]  # a routed URL stays
+    local = Router.from_env({**LOCAL_ENV, "SWITCHYARD_CACHE_ORIGIN_MODE": "forward"})
+    assert local.route("root://o//f") == "root://af-xc-sw1.ns.svc:1094//root://o//f"
+    with pytest.raises(RoutingError, match="SWITCHYARD_CACHE_ORIGIN_MODE: 'redirect' is not 'fixed' or 'forward'"):
+        Router.from_env({**LOCAL_ENV, "SWITCHYARD_CACHE_ORIGIN_MODE": "redirect"})
+
+
+@pytest.mark.parametrize("mode", ["fixed", "forward"])
+def test_the_facility_tells_its_fleets_the_pools_origin_mode(mode):
+    from switchyard.api import AnalysisFacilitySpec
+    from switchyard.builders.facility import fleet_plan
+    from switchyard.planner import FleetRequest, PoolRequest, plan
+    from switchyard.topology import TopologyFile, snapshot
+
+    origin = {"host": "origin.example.org"} if mode == "fixed" else {"mode": "forward"}
+    spec = AnalysisFacilitySpec.model_validate({
+        "network": {"switches": [{"name": "sw1", "uplinkGbps": 80}]},
+        "cachePools": [{"name": "xc", "origin": origin}],
+        "fleets": [{"name": "dask", "replicas": 2, "dask": {"schedulerAddress": "tcp://s:8786"}}]})
+    topology = TopologyFile.model_validate({"switches": [{"name": "sw1", "uplinkGbps": 80, "nodes": [
+        {"name": "c", "count": 1, "nvmeDisks": 2, "nicGbps": 50}, {"name": "w", "count": 1, "cpu": 64}]}]})
+    result = plan(snapshot(topology.node_infos(), spec.network), [PoolRequest(p.name, p) for p in spec.cache_pools],
+                  [FleetRequest(f.name, f) for f in spec.fleets], spec.routing)
+    fleet = fleet_plan("af", spec, result, "dask", None)
+    assert fleet.pool_origin_mode == mode
+    env = {e["name"]: e["value"] for e in cache_env(fleet, "ns", "sw1")}
+    assert env["SWITCHYARD_CACHE_ORIGIN_MODE"] == mode
+    assert Router.from_env(env).origin_mode == mode
