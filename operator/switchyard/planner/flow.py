@@ -29,7 +29,7 @@ from typing import Mapping
 from ..topology import Topology
 from .lp import LinearModel
 from .model import FleetRequest, Placement, PoolRequest, UplinkLoad
-from .problem import fleet_pool_index
+from .problem import GIB, fleet_pool_index
 
 SATURATED = 0.999
 
@@ -74,6 +74,25 @@ def ring_readers(placement: Placement, fleet: str, switch: str, has_local_cache:
     return min(count, placement.hashed.get(fleet, {}).get(switch, 0))
 
 
+def worker_reads(topology: Topology, fleets: list[FleetRequest]) -> dict[str, dict[str, float]]:
+    """fleet -> switch -> what one worker reads there: its readGbps, or if that is faster than every
+    NIC behind the switch that could hold the worker, the fastest such NIC (a worker cannot read
+    faster than its node's NIC). Only switches where the cap applies are listed."""
+    out: dict[str, dict[str, float]] = {}
+    slowest = min((h.nic_gbps for h in topology.hosts), default=0.0)
+    for fleet in fleets:
+        body = fleet.body
+        out[fleet.name] = {}
+        if body.read_gbps <= slowest:
+            continue
+        cpu, memory = body.cores * 1000, body.memory_gib * GIB
+        for sw in topology.switches:
+            fastest = max((h.nic_gbps for h in sw.hosts if h.cpu_millis >= cpu and h.memory_bytes >= memory), default=None)
+            if fastest is not None and fastest < body.read_gbps:
+                out[fleet.name][sw.name] = fastest
+    return out
+
+
 def evaluate(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
              weights: Mapping[str, Mapping[str, float]] | None = None) -> Flow:
     switches = [s.name for s in topology.switches]
@@ -91,6 +110,7 @@ def evaluate(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReq
         for node, w in ring[pool.name].items():
             omega[pool.name][switch_of[node]] += w / total if total else 0.0
 
+    read = worker_reads(topology, fleets)
     local_demand = {p.name: {s: 0.0 for s in switches} for p in pools}
     ring_demand = {p.name: {s: 0.0 for s in switches} for p in pools}
     total_demand = 0.0
@@ -103,9 +123,10 @@ def evaluate(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReq
             if sw not in uplink:
                 continue
             hashed = ring_readers(placement, fleet.name, sw, cap[pool][sw] > 0)
-            local_demand[pool][sw] += (count - hashed) * fleet.body.read_gbps
-            ring_demand[pool][sw] += hashed * fleet.body.read_gbps
-            total_demand += count * fleet.body.read_gbps
+            r = read[fleet.name].get(sw, fleet.body.read_gbps)
+            local_demand[pool][sw] += (count - hashed) * r
+            ring_demand[pool][sw] += hashed * r
+            total_demand += count * r
 
     m = LinearModel()
     util = m.var(0.0, 1.0)

@@ -177,7 +177,7 @@ def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], cac
             (lambda j: fleets[j].cpu_millis, lambda p: pools[p].cpu_millis, nc.cpu_millis),
             (lambda j: fleets[j].memory_bytes, lambda p: pools[p].memory_bytes, nc.memory_bytes),
             (lambda j: 1, lambda p: 1, nc.pods),
-            (lambda j: fleets[j].read_gbps, lambda p: problem.fill(p, nc), nc.nic_gbps),
+            (lambda j: problem.read(j, nc), lambda p: problem.fill(p, nc), nc.nic_gbps),
         )
         for worker_size, cache_size, capacity in dims:
             terms = [(v, c * worker_size(j)) for j in placed for v, c in placed[j]]
@@ -259,8 +259,8 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
         for s, sw in enumerate(problem.switches):
             hosts = [(v, problem.serve(p, sw.classes[k])) for (pp, ss, k), v in fm.caches.items() if pp == p and ss == s]
             w = share.get(s, 0.0) if share is not None else None
-            local = [(fm.local[j, s], fleets[j].read_gbps) for j in readers[p] if (j, s) in fm.local]
-            ring = [(fm.ring[j, s], fleets[j].read_gbps) for j in readers[p] if (j, s) in fm.ring]
+            local = [(fm.local[j, s], problem.switch_read(j, s)) for j in readers[p] if (j, s) in fm.local]
+            ring = [(fm.ring[j, s], problem.switch_read(j, s)) for j in readers[p] if (j, s) in fm.ring]
             serve_max = sum(problem.serve(p, sw.classes[k]) * m.ub[v] for (pp, ss, k), v in fm.caches.items()
                             if pp == p and ss == s)
             if ring:

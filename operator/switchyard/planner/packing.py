@@ -59,7 +59,7 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
         if any(rest.values()):
             room = {name: list(r) for name, r in free.items()}
             for (j, name), count in placed.items():
-                size = _size(problem, j)
+                size = _size(problem, j, name)
                 room[name] = [room[name][i] - count * size[i] for i in range(4)]
             for key, count in _greedy(problem, room, {j: n for j, n in rest.items() if n}).items():
                 placed[key] = placed.get(key, 0) + count
@@ -69,7 +69,7 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
             if count:
                 slot = out.setdefault(name, {})
                 slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
-                size = _size(problem, j)
+                size = _size(problem, j, name)
                 free[name] = [free[name][i] - count * size[i] for i in range(4)]
         for j, n in wanted.items():
             got = sum(c for (jj, _), c in placed.items() if jj == j)
@@ -90,13 +90,14 @@ def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int],
     shortfall = {}
     leftovers = sorted(packing.shortfall.items()) + sorted(unplaced.items())
     for (j, s), short in leftovers:
-        size, fleet = _size(problem, j), problem.fleets[j]
+        fleet = problem.fleets[j]
         # where the fleet already runs first, then the rest, each by name
         order = sorted(range(len(problem.switches)), key=lambda t: (t == s, workers.get((j, t), 0) == 0, problem.switches[t].name))
         for t in order:
             if not short or t == s:
                 continue
             for name in switch_nodes[t]:
+                size = _size(problem, j, name)
                 take = min(short, _fit(free[name], size))
                 if not take:
                     continue
@@ -147,9 +148,10 @@ def _free_after_caches(problem: Problem, s: int, cache_nodes, out) -> dict[str, 
     return dict(sorted(free.items()))
 
 
-def _size(problem: Problem, j: int) -> tuple[float, float, float, float]:
+def _size(problem: Problem, j: int, node: str) -> tuple[float, float, float, float]:
+    """What one worker of fleet j takes of the node: CPU, memory, a pod and its read (at most the NIC)."""
     f = problem.fleets[j]
-    return (f.cpu_millis, f.memory_bytes, 1, f.read_gbps)
+    return (f.cpu_millis, f.memory_bytes, 1, min(f.read_gbps, problem.nic_of(node)))
 
 
 def _fit(room: list[float], size: tuple) -> int:
@@ -171,7 +173,8 @@ def _spread(problem: Problem, s: int, free: dict[str, list[float]], wanted: dict
             share = min(per_class.get((j, s, k), 0), wanted[j] - got.get(j, 0))
             if share <= 0:
                 continue
-            size, base, extra = _size(problem, j), share // len(nodes), share % len(nodes)
+            base, extra = share // len(nodes), share % len(nodes)
+            size = _size(problem, j, nodes[0])     # one class: one NIC
             for i in range(len(nodes)):
                 name = nodes[(offset + i) % len(nodes)]
                 take = min(base + (1 if i < extra else 0), _fit(room[name], size))
@@ -191,10 +194,11 @@ def _greedy(problem: Problem, free: dict[str, list[float]], wanted: dict[int, in
                                           fleets[j].name))
     placed: dict[tuple[int, str], int] = {}
     for j in order:
-        need, size = wanted[j], _size(problem, j)
+        need = wanted[j]
         for name, room in free.items():
             if not need:
                 break
+            size = _size(problem, j, name)
             take = min(need, _fit(room, size))
             if take:
                 for i in range(4):
@@ -213,14 +217,13 @@ def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int
     m = LinearModel()
     x = {}
     for j in sorted(wanted):
-        size = _size(problem, j)
         for name, room in free.items():
-            cap = min(wanted[j], _fit(room, size))
+            cap = min(wanted[j], _fit(room, _size(problem, j, name)))
             if cap:
                 x[j, name] = m.var(0, cap, integer=True)
     for name, room in free.items():
         for i in range(4):
-            terms = [(v, _size(problem, j)[i]) for (j, n), v in x.items() if n == name]
+            terms = [(v, _size(problem, j, name)[i]) for (j, n), v in x.items() if n == name]
             if terms:
                 m.row(terms, ub=room[i] + EPS)
     for j, n in wanted.items():

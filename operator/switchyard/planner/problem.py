@@ -70,6 +70,7 @@ class Problem:
     fleets: tuple[FleetSpec, ...]
     wan_gbps: float
     _slots: dict = field(default_factory=dict, compare=False, repr=False)   # memo of slots()
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)    # memo of switch_read() and nic_of()
 
     def serve(self, pool: int, node_class: NodeClass) -> float:
         """What one cache host of `pool` on a node of this class can serve."""
@@ -78,6 +79,25 @@ class Problem:
     def fill(self, pool: int, node_class: NodeClass) -> float:
         """Origin traffic entering a cache host's NIC when it serves flat out."""
         return self.pools[pool].miss_ratio * self.serve(pool, node_class)
+
+    def read(self, fleet: int, node_class: NodeClass) -> float:
+        """What one worker of `fleet` reads on a node of the class: its readGbps, or the NIC if that is
+        slower. It takes that much of the node's NIC (a worker faster than the NIC has the node's NIC
+        to itself)."""
+        return min(self.fleets[fleet].read_gbps, node_class.nic_gbps)
+
+    def switch_read(self, fleet: int, s: int) -> float:
+        """What one worker of `fleet` reads behind switch s: on the fastest node class that holds one."""
+        key = ("read", fleet, s)
+        if key not in self._memo:
+            reads = [self.read(fleet, nc) for nc in self.switches[s].classes if self.slots(fleet, nc)]
+            self._memo[key] = max(reads, default=self.fleets[fleet].read_gbps)
+        return self._memo[key]
+
+    def nic_of(self, node: str) -> float:
+        if not self._memo.get("nics"):
+            self._memo["nics"] = {n: nc.nic_gbps for sw in self.switches for nc in sw.classes for n in nc.nodes}
+        return self._memo["nics"][node]
 
     def slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None = None) -> int:
         """Workers of `fleet` one node of the class holds (alone), optionally next to a cache."""
@@ -96,7 +116,7 @@ class Problem:
             cpu, mem, pods, nic = cpu - p.cpu_millis, mem - p.memory_bytes, pods - 1, nic - self.fill(cache_pool, node_class)
         if min(cpu, mem, pods) < 0 or nic < 0:
             return 0
-        return int(min(cpu // f.cpu_millis, mem // f.memory_bytes, pods, nic // f.read_gbps + 1e-9))
+        return int(min(cpu // f.cpu_millis, mem // f.memory_bytes, pods, nic // self.read(fleet, node_class) + 1e-9))
 
 
 def cache_fits(pool: PoolSpec, node_class: NodeClass) -> bool:
@@ -183,5 +203,5 @@ def _check_satisfiable(problem: Problem) -> None:
         if fleet.replicas and not any(problem.slots(j, c) for s in problem.switches for c in s.classes):
             raise Unsatisfiable("NoNodeFitsWorker",
                                 f"fleet {fleet.name}: no node its tolerations admit has {fleet.cpu_millis // 1000} cores, "
-                                f"{fleet.memory_bytes / GIB:g} GiB and {fleet.read_gbps:g} Gbps of NIC free for one worker",
+                                f"{fleet.memory_bytes / GIB:g} GiB and a pod free for one worker",
                                 fleet=fleet.name)

@@ -219,10 +219,11 @@ def _uncrossed(fm: Formulation, guide: Solution) -> Solution:
         x[read] -= delta
         x[local] += delta
         for j in sorted(j for j, f in enumerate(fleets) if f.pool == p and (j, s) in fm.ring and (j, s) in fm.local):
-            shift = min(x[fm.ring[j, s]], delta / fleets[j].read_gbps)
+            read = fm.problem.switch_read(j, s)
+            shift = min(x[fm.ring[j, s]], delta / read)
             x[fm.ring[j, s]] -= shift
             x[fm.local[j, s]] += shift
-            delta -= shift * fleets[j].read_gbps
+            delta -= shift * read
             if delta <= 1e-9:
                 break
     return dataclasses.replace(guide, x=x)

@@ -44,3 +44,27 @@ def test_hashed_plans_count_reads_from_caches_on_the_readers_own_switch(caches, 
     assert result.routing == {"s0": "hashed", "s1": "hashed", "s2": "hashed"}
     assert result.predicted_gbps >= hand_gbps - 1e-6
     assert result.predicted_gbps <= result.bound_gbps + 1e-6
+
+
+def test_a_worker_reading_faster_than_its_nic_is_placed_and_reads_at_nic_speed():
+    """readGbps 40 on 25 Gbps worker nodes: each worker reads at 25 (one per node, its NIC full),
+    instead of being left unplaced (or the facility refused), with a bound that counts it."""
+    topo = topology([switch("s0", 400, nodes("cache", count=3, cpu=6, memory=64, nic=100, nvme=2),
+                            nodes("w", count=4, cpu=64, memory=256, nic=25))])
+    pools = [pool(serve=45, maxHostsPerSwitch=3)]
+    fleets = [fleet(replicas=4, cores=8, memory=8, read=40)]
+    result = plan(topo, pools, fleets)
+    assert result.unplaced == {}
+    assert result.placement.workers["f"] == {"s0": 4}
+    assert result.predicted_gbps == pytest.approx(100)     # 4 x 25, the caches could serve 135
+    assert result.bound_gbps == pytest.approx(100)
+    assert result.demand_gbps == pytest.approx(100)
+
+
+def test_workers_beyond_one_per_nic_bound_node_stay_unplaced():
+    """A worker takes min(readGbps, NIC) of its node's NIC: two 40 Gbps readers do not share a 25 Gbps node."""
+    topo = topology([switch("s0", 400, nodes("cache", count=3, cpu=6, memory=64, nic=100, nvme=2),
+                            nodes("w", count=4, cpu=64, memory=256, nic=25))])
+    result = plan(topo, [pool(serve=45, maxHostsPerSwitch=3)], [fleet(replicas=6, cores=8, memory=8, read=40)])
+    assert result.unplaced == {"f": 2}
+    assert result.predicted_gbps == pytest.approx(100)
