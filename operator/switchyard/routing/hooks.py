@@ -51,31 +51,41 @@ class AllCachesFailed(OSError):
     """No cache of a file's candidate list could serve it."""
 
 
+class _Failover:
+    """The errors of one file's candidates so far: a missing file is not retried elsewhere."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.errors = url, []
+
+    def failed(self, candidate: str, error: OSError) -> None:
+        if isinstance(error, FileNotFoundError):
+            raise error
+        log.warning("switchyard routing: %s failed (%s); trying the next cache", candidate, error)
+        self.errors.append(f"{candidate}: {error}")
+
+    def exhausted(self) -> AllCachesFailed:
+        return AllCachesFailed(f"no cache could serve {self.url}: " + "; ".join(self.errors))
+
+
 def _in_order(url: str, urls: list[str], attempt: Callable[[str], Any]) -> Any:
-    """attempt(u) for each candidate until one succeeds; a missing file is not retried elsewhere."""
-    errors = []
+    """attempt(u) for each candidate until one succeeds."""
+    failover = _Failover(url)
     for candidate in urls:
         try:
             return attempt(candidate)
-        except FileNotFoundError:
-            raise
         except OSError as error:
-            log.warning("switchyard routing: %s failed (%s); trying the next cache", candidate, error)
-            errors.append(f"{candidate}: {error}")
-    raise AllCachesFailed(f"no cache could serve {url}: " + "; ".join(errors))
+            failover.failed(candidate, error)
+    raise failover.exhausted()
 
 
 async def _in_order_async(url: str, urls: list[str], attempt: Callable[[str], Awaitable[Any]]) -> Any:
-    errors = []
+    failover = _Failover(url)
     for candidate in urls:
         try:
             return await attempt(candidate)
-        except FileNotFoundError:
-            raise
         except OSError as error:
-            log.warning("switchyard routing: %s failed (%s); trying the next cache", candidate, error)
-            errors.append(f"{candidate}: {error}")
-    raise AllCachesFailed(f"no cache could serve {url}: " + "; ".join(errors))
+            failover.failed(candidate, error)
+    raise failover.exhausted()
 
 
 def routed_filesystem_class(base: type, router: Router) -> type:

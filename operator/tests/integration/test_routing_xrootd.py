@@ -9,6 +9,7 @@ file read from any cache but the one the planner's rule names fails the test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -69,35 +70,37 @@ def assert_only_home_served(by_cache: dict[str, int], home: str, size: int) -> N
         f"a cache other than {home} served this file: {by_cache}"
 
 
-def start_ring(xrd_base, xrootd_account, source, count: int, caches: list, **pool) -> None:
-    """`count` caches of one pool in front of `source` (`pool`: XCachePool overrides), appended to `caches`."""
-    for index in range(count):
-        data = xrootd_account.make_dir(xrd_base / f"c{index}" / "data")
-        meta = xrootd_account.make_dir(xrd_base / f"c{index}" / "meta")
-        meter = SummaryListener()
-        cache = start_cache(xrd_base, xrootd_account, cache_pool(source.daemon.port, [str(data)], str(meta), **pool),
-                            exporter_port=meter.port)
-        caches.append(RingCache(f"127.0.0.{index + 2}", cache, meter, meta / "namespace"))
-
-
-@pytest.fixture
-def ring(xrd_base, xrootd_account):
-    """An origin with 8 files of 1-2 MiB and three caches; yields (origin, caches, files)."""
+@contextlib.contextmanager
+def running_ring(xrd_base, xrootd_account, count: int, **pool):
+    """A real origin and `count` caches of one pool in front of it (`pool`: XCachePool overrides)."""
     origin = start_origin(xrd_base, xrootd_account)
     caches: list[RingCache] = []
     try:
-        start_ring(xrd_base, xrootd_account, origin, 3, caches)
-        files = {}
-        for i in range(8):
-            data = os.urandom(MIB + i * 97_531)
-            files[origin.put(f"store/nano/Run2024/file{i:02d}.root", data)] = data
-        yield origin, caches, files
+        for index in range(count):
+            data = xrootd_account.make_dir(xrd_base / f"c{index}" / "data")
+            meta = xrootd_account.make_dir(xrd_base / f"c{index}" / "meta")
+            meter = SummaryListener()
+            cache = start_cache(xrd_base, xrootd_account,
+                                cache_pool(origin.daemon.port, [str(data)], str(meta), **pool), exporter_port=meter.port)
+            caches.append(RingCache(f"127.0.0.{index + 2}", cache, meter, meta / "namespace"))
+        yield origin, caches
     finally:
         for c in caches:
             c.cache.daemon.stop()
             c.meter.close()
         origin.daemon.stop()
         origin.meter.close()
+
+
+@pytest.fixture
+def ring(xrd_base, xrootd_account):
+    """An origin with 8 files of 1-2 MiB and three caches; yields (origin, caches, files)."""
+    with running_ring(xrd_base, xrootd_account, 3) as (origin, caches):
+        files = {}
+        for i in range(8):
+            data = os.urandom(MIB + i * 97_531)
+            files[origin.put(f"store/nano/Run2024/file{i:02d}.root", data)] = data
+        yield origin, caches, files
 
 
 def routing_env(caches: list[RingCache]) -> dict[str, str]:
@@ -320,10 +323,7 @@ def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_
 
 
 def test_a_ring_of_forwarding_proxies_is_given_the_origin_in_the_url(xrd_base, xrootd_account, fsspec_hooked):
-    origin = start_origin(xrd_base, xrootd_account)
-    caches: list[RingCache] = []
-    try:
-        start_ring(xrd_base, xrootd_account, origin, 2, caches, origin={"mode": "forward", "host": None})
+    with running_ring(xrd_base, xrootd_account, 2, origin={"mode": "forward", "host": None}) as (origin, caches):
         files = {}
         for i in range(4):
             data = os.urandom(MIB + i * 65_537)
@@ -345,9 +345,3 @@ def test_a_ring_of_forwarding_proxies_is_given_the_origin_in_the_url(xrd_base, x
             assert (xrd_base / "fwd.root").read_bytes() == files[lfn]
         assert "fsspec" in fsspec_hooked(env)  # and fsspec, warm and cold
         read_all(caches, files, urls, expected)
-    finally:
-        for c in caches:
-            c.cache.daemon.stop()
-            c.meter.close()
-        origin.daemon.stop()
-        origin.meter.close()
