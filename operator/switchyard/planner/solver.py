@@ -42,6 +42,9 @@ HASHED_ROUNDS = 3
 
 def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str = "auto",
          current: Placement | None = None) -> Plan:
+    if current is not None and not any(current.caches.values()) and not any(
+            n for by_switch in current.workers.values() for n in by_switch.values()):
+        current = None      # nothing runs yet (a facility's first reconcile): a first plan, nothing to keep
     problem = build_problem(topology, pools, fleets)
     today = _current(problem, current) if current is not None else None
     fm = formulate(problem, routing, today)

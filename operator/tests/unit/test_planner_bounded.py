@@ -94,3 +94,15 @@ def test_the_facility_status_carries_the_gap_and_whether_the_plan_is_proven():
     result = plan(case.topology, case.pools, case.fleets)
     written = PlanSummary.model_validate(summary(result))
     assert written.optimal is False and written.gap == pytest.approx(result.gap) and written.gap > 0
+
+
+def test_an_empty_current_placement_is_a_first_plan():
+    """A facility's first reconcile passes the (empty) placement its children hold: nothing to keep,
+    so the same plan as without one, not a re-plan's exact packing and weighing against staying."""
+    from switchyard.planner.model import Placement
+
+    case = bench_case(1000, 20, 10, 2)
+    fresh = plan(case.topology, case.pools, case.fleets)
+    empty = plan(case.topology, case.pools, case.fleets,
+                 current=Placement(caches={}, workers={f.name: {} for f in case.fleets}, hashed={}))
+    assert empty == fresh
