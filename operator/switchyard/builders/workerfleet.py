@@ -37,7 +37,7 @@ ROUTING_PRELOAD = (
     "    from switchyard.routing.dask_preload import dask_setup\n"
     "except ImportError as error:\n"
     "    import logging\n"
-    "    logging.getLogger('switchyard.routing').warning('root:// reads are not routed through the caches: %s', error)\n"
+    "    logging.getLogger('distributed.switchyard').warning('root:// reads are not routed through the caches: %s', error)\n"
 )
 TASKVINE_IDLE_TIMEOUT_SECONDS = 86400  # a worker Kubernetes restarts should not quit after 15 idle minutes
 # XRootD client settings for reads through the caches: fail over quickly to

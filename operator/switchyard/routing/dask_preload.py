@@ -15,7 +15,7 @@ import logging
 from . import RoutingError
 from .hooks import install
 
-log = logging.getLogger("switchyard.routing")
+log = logging.getLogger("distributed.switchyard")  # shown in the worker log as distributed configures it
 
 
 def setup() -> list[str]:

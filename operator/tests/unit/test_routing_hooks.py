@@ -122,7 +122,7 @@ def test_the_preload_text_is_the_routing_preload_or_a_warning_when_switchyard_is
 
     monkeypatch.setitem(__import__("sys").modules, "switchyard.routing.dask_preload", None)  # as in an image without it
     namespace = {}
-    with caplog.at_level(logging.WARNING, logger="switchyard.routing"):
+    with caplog.at_level(logging.WARNING, logger="distributed.switchyard"):
         exec(compile(ROUTING_PRELOAD, "preload", "exec"), namespace)
     assert "dask_setup" not in namespace
     assert "root:// reads are not routed through the caches" in caplog.text
@@ -133,6 +133,6 @@ def test_the_preload_logs_a_malformed_environment_instead_of_failing_the_worker(
 
     monkeypatch.setenv("SWITCHYARD_ROUTING", "hashed")
     monkeypatch.setenv("SWITCHYARD_CACHE_RING", "root://a:1094=lots")
-    with caplog.at_level(logging.ERROR, logger="switchyard.routing"):
+    with caplog.at_level(logging.ERROR, logger="distributed.switchyard"):
         assert dask_preload.setup() == []
     assert "switchyard routing is off: SWITCHYARD_CACHE_RING: the weight of 'root://a:1094' is 'lots'" in caplog.text
