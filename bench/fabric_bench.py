@@ -39,9 +39,14 @@ from fabric import PREFIX, down, namespaces  # noqa: E402
 from fabric_scenario import fabric_for, layout, run  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
 from switchyard.planner import FleetRequest, PoolRequest, baselines, plan  # noqa: E402
-from switchyard.planner.flow import SATURATED  # noqa: E402
+from switchyard.planner.flow import SATURATED, ring_weights  # noqa: E402
+from switchyard.planner.hashing import home  # noqa: E402
 from switchyard.topology import load_topology, snapshot  # noqa: E402
 
+# The counters see TCP segments as the kernel's GSO packets (one header per up to 64 KB), i.e. about the
+# payload, while HTB shapes whole frames (qdisc_pkt_len adds every segment's headers): a link full to
+# its shaped rate shows ~1448/1514 of it. The model's Gbps are link rates, so a full link reads PAYLOAD.
+PAYLOAD = 1448 / 1514
 CPU_LIMIT = 0.75          # fraction of all cores busy above which a window is invalid
 TAG = "b"
 
@@ -76,6 +81,13 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
     left = namespaces(PREFIX + TAG + "-")
     if left:
         raise RuntimeError(f"teardown left {left}")
+    ring = ring_weights(topology, pools, chosen.placement, dict(chosen.hash_weights))
+    split = {}
+    for pool, weights in ring.items():
+        total = sum(weights.values()) or 1.0
+        homes = [home(f, weights) for f in files]
+        split[pool] = {c: {"weight": round(w / total, 4), "files": round(homes.count(c) / len(files), 4)}
+                       for c, w in weights.items()}
     readers = sorted(the.workers)
     caches = sorted(the.caches)
     windows = []
@@ -98,7 +110,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
                               for u in chosen.uplinks},
         "caches": {s: list(n) for by in chosen.placement.caches.values() for s, n in by.items()},
         "workers": {f: dict(by) for f, by in chosen.placement.workers.items()},
-        "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
+        "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
         "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
         "seconds": round(seconds, 1), "windows": windows,
     }
@@ -117,6 +129,7 @@ def summarise(result: dict) -> dict:
            "origin_mean": statistics.fmean(w["origin_gbps"] for w in use),
            "served_mean": statistics.fmean(w["served_gbps"] for w in use), "uplinks": {}}
     out["ratio"] = out["delivered_mean"] / result["predicted_gbps"] if result["predicted_gbps"] else float("nan")
+    out["ratio_payload"] = out["ratio"] / PAYLOAD
     out["spread"] = (out["delivered_max"] - out["delivered_min"]) / out["delivered_mean"] if out["delivered_mean"] else 0
     for s, p in result["predicted_uplinks"].items():
         row = {}
@@ -145,8 +158,9 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
         "at its workers' demand (workers × readGbps, capped by its NIC). Caches are warmed first, so predictions",
         "use missRatio 0 and the origin column shows what still came from the origin during the windows.",
         "",
-        "Measured Gbps = interface-counter wire bytes over the window ÷ the scale (model units; HTB counts whole",
-        "frames, so payload is ~0.956 of them). Delivered = bytes into the worker nodes. Predictions are the flow",
+        "Measured Gbps = interface-counter bytes over the window ÷ the scale (model units; HTB counts whole",
+        "frames, and the counters count GSO packets, i.e. ~payload: a link full at its shaped rate reads 0.956 of it;",
+        "the column ÷ (predicted × 0.956) takes that out). Delivered = bytes into the worker nodes. Predictions are the flow",
         "model's (planner/flow.py) for the same placement: the best total the routing allows, not a fair share.",
         f"A window with more than {CPU_LIMIT:.0%} of all cores busy (by anything: this machine is shared) is",
         "invalid: the CPU may have bound, not the network. The fabric's own share is shown beside it (its xrootd",
@@ -160,14 +174,14 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
         "",
     ]
     for case, by in results.items():
-        lines += [f"## {case} (scale {args.scales[case]} Mbit/s per Gbps)", "", "| placement | predicted Gbps | measured Gbps (mean, min–max) | measured ÷ predicted "
+        lines += [f"## {case} (scale {args.scales[case]} Mbit/s per Gbps)", "", "| placement | predicted Gbps | measured Gbps (mean, min–max) | measured ÷ predicted | ÷ (predicted × 0.956) "
                   "| spread | served by caches | from origin | CPU busy (max) | fabric processes / softirq (cores, max) "
                   "| load (max) | valid |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for name, r in by.items():
             s = r["summary"]
             lines.append(f"| {name} | {r['predicted_gbps']:.1f} | {s['delivered_mean']:.1f} ({s['delivered_min']:.1f}–"
-                         f"{s['delivered_max']:.1f}) | {s['ratio']:.3f} | {s['spread']:.1%} | {s['served_mean']:.1f} "
+                         f"{s['delivered_max']:.1f}) | {s['ratio']:.3f} | {s['ratio_payload']:.3f} | {s['spread']:.1%} | {s['served_mean']:.1f} "
                          f"| {s['origin_mean']:.2f} | {s['cpu_busy_max']:.0%} | {s['fabric_cores_max']:.2f} / "
                          f"{s['softirq_cores_max']:.2f} | {s['load_max']:.2f} "
                          f"| {'yes' if s['valid'] else 'NO (CPU)'} |")
@@ -198,6 +212,11 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
                          f"{sorted(set(r['routing'].values()))}; bottleneck (model) {r['bottleneck']}; "
                          f"{r['nodes']} node namespaces, {r['streams']} reader streams; caches warmed in "
                          f"{r['warm_seconds']:.0f} s ({r['fill_mib']:.0f} MiB)")
+        for name, r in by.items():
+            for pool, by_cache in r.get("ring_split", {}).items():
+                worst = max((abs(v["files"] - v["weight"]) for v in by_cache.values()), default=0)
+                lines.append(f"- {name}, ring of {pool}: share of files per cache vs its weight: " + ", ".join(
+                    f"{c} {v['files']:.3f}/{v['weight']:.3f}" for c, v in by_cache.items()) + f" (worst {worst:.3f})")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -240,8 +259,8 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--files", type=int, default=64)
-    parser.add_argument("--file-mib", type=int, default=2)
+    parser.add_argument("--files", type=int, default=256)
+    parser.add_argument("--file-mib", type=int, default=1)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
     args = parser.parse_args()

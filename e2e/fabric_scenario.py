@@ -7,8 +7,8 @@ the real origin and one real cache per cache host from the config switchyard
 renders, warms the caches, shapes the links and runs XRootD-client readers
 (fabric_reader.py, one process per node, a thread per stream):
 
-- a worker stands for `readGbps` of demand; the workers of a fleet on a node
-  are read by up to STREAMS_PER_NODE reader streams per routing kind, and the
+- a worker stands for `readGbps` of demand and is one reader stream (up to
+  STREAMS_PER_NODE per node and routing kind, each then standing for several), and the
   node's link in is shaped at its workers' total demand (capped by its NIC);
   readers on a cache host (whose link in also carries fills) are paced by
   the reader itself instead (fabric_reader.py);
@@ -48,7 +48,7 @@ from switchyard.topology import Topology  # noqa: E402
 from switchyard.xrootd import render_config  # noqa: E402
 from switchyard.xrootd.config import directories_to_create  # noqa: E402
 
-STREAMS_PER_NODE = 3
+STREAMS_PER_NODE = 16    # a stream per worker, up to this many per node and routing kind
 MIB = 1 << 20
 
 
