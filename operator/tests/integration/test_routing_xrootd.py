@@ -211,13 +211,16 @@ import json, sys
 import uproot
 from switchyard.routing import hooks
 hooks.install()
-with uproot.open(sys.argv[1]) as f:
+# fsspec: uproot's default source; xrootd: its own XRootD source, which bypasses fsspec
+options = {"handler": uproot.source.xrootd.XRootDSource} if sys.argv[2] == "xrootd" else {}
+with uproot.open(sys.argv[1], **options) as f:
     events = f["Events"]
     print(json.dumps({"n": events.num_entries, "sum": float(events["Muon_pt"].array(library="np").sum())}))
 """
 
 
-def test_uproot_opens_a_root_file_by_its_origin_url_through_its_home_cache(ring):
+@pytest.mark.parametrize("source", ["fsspec", "xrootd"])
+def test_uproot_opens_a_root_file_by_its_origin_url_through_its_home_cache(ring, source):
     uproot = pytest.importorskip("uproot")
     np = pytest.importorskip("numpy")
     origin, caches, _ = ring
@@ -232,7 +235,7 @@ def test_uproot_opens_a_root_file_by_its_origin_url_through_its_home_cache(ring)
 
     def read() -> None:
         done["result"] = subprocess.run(
-            [sys.executable, "-c", UPROOT_READER, f"root://127.0.0.1:{origin.daemon.port}/{lfn}"],
+            [sys.executable, "-c", UPROOT_READER, f"root://127.0.0.1:{origin.daemon.port}/{lfn}", source],
             capture_output=True, text=True, env={**os.environ, **routing_env(caches)}, timeout=300, check=False)
 
     by_cache = served(caches, read)
