@@ -34,8 +34,10 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric import PREFIX, down, namespaces  # noqa: E402
+from fabric_fairshare import of_layout  # noqa: E402
 from fabric_scenario import fabric_for, layout, run  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
 from switchyard.planner import FleetRequest, PoolRequest, baselines, plan  # noqa: E402
@@ -72,6 +74,8 @@ def placements(topology, pools, fleets, routing):
 def measure_one(topology, pools, fleets, chosen, scale, args, log):
     files = [f"/f{i:02d}.root" for i in range(args.files)]
     the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), scale, files)
+    fair = of_layout(topology, the, scale)
+    log(f"  fair-share reference: {fair.delivered_gbps} Gbps")
     log(f"  {len(the.hosts)} node namespaces, {len(the.caches)} caches, {len(the.streams)} reader streams"
         + (f", {the.unplaced} workers unplaced" if the.unplaced else ""))
     with fabric_for(TAG, topology, the, scale) as fabric:
@@ -110,7 +114,8 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
                               for u in chosen.uplinks},
         "caches": {s: list(n) for by in chosen.placement.caches.values() for s, n in by.items()},
         "workers": {f: dict(by) for f, by in chosen.placement.workers.items()},
-        "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
+        "fair_gbps": fair.delivered_gbps, "fair_uplinks": fair.uplinks, "fair_served": fair.served,
+        "fair_saturated": list(fair.saturated), "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
         "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
         "seconds": round(seconds, 1), "windows": windows,
     }
@@ -130,6 +135,7 @@ def summarise(result: dict) -> dict:
            "served_mean": statistics.fmean(w["served_gbps"] for w in use), "uplinks": {}}
     out["ratio"] = out["delivered_mean"] / result["predicted_gbps"] if result["predicted_gbps"] else float("nan")
     out["ratio_payload"] = out["ratio"] / PAYLOAD
+    out["ratio_fair"] = out["delivered_mean"] / result["fair_gbps"] / PAYLOAD if result["fair_gbps"] else float("nan")
     out["spread"] = (out["delivered_max"] - out["delivered_min"]) / out["delivered_mean"] if out["delivered_mean"] else 0
     for s, p in result["predicted_uplinks"].items():
         row = {}
@@ -174,14 +180,16 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
         "",
     ]
     for case, by in results.items():
-        lines += [f"## {case} (scale {args.scales[case]} Mbit/s per Gbps)", "", "| placement | predicted Gbps | measured Gbps (mean, min–max) | measured ÷ predicted | ÷ (predicted × 0.956) "
+        lines += [f"## {case} (scale {args.scales[case]} Mbit/s per Gbps)", "", "| placement | predicted Gbps | fair-share Gbps | measured Gbps (mean, min–max) | measured ÷ predicted "
+                  "| ÷ (predicted × 0.956) | ÷ (fair share × 0.956) "
                   "| spread | served by caches | from origin | CPU busy (max) | fabric processes / softirq (cores, max) "
                   "| load (max) | valid |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for name, r in by.items():
             s = r["summary"]
-            lines.append(f"| {name} | {r['predicted_gbps']:.1f} | {s['delivered_mean']:.1f} ({s['delivered_min']:.1f}–"
-                         f"{s['delivered_max']:.1f}) | {s['ratio']:.3f} | {s['ratio_payload']:.3f} | {s['spread']:.1%} | {s['served_mean']:.1f} "
+            lines.append(f"| {name} | {r['predicted_gbps']:.1f} | {r['fair_gbps']:.1f} | {s['delivered_mean']:.1f} ({s['delivered_min']:.1f}–"
+                         f"{s['delivered_max']:.1f}) | {s['ratio']:.3f} | {s['ratio_payload']:.3f} | {s['ratio_fair']:.3f} "
+                         f"| {s['spread']:.1%} | {s['served_mean']:.1f} "
                          f"| {s['origin_mean']:.2f} | {s['cpu_busy_max']:.0%} | {s['fabric_cores_max']:.2f} / "
                          f"{s['softirq_cores_max']:.2f} | {s['load_max']:.2f} "
                          f"| {'yes' if s['valid'] else 'NO (CPU)'} |")
@@ -193,10 +201,11 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
             if pb and mb:
                 lines += ["", f"(a) ÷ (b): predicted {pa / pb:.2f}×, measured {ma / mb:.2f}× "
                               f"(measured ÷ predicted ratio {(ma / mb) / (pa / pb):.3f})."]
-        lines += ["", "Per uplink (Gbps, model units; * = predicted saturated): predicted → measured mean "
-                      "(spread between windows)", "",
-                  "| placement | switch | capacity | out predicted | out measured | in predicted | in measured |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "Per uplink (Gbps, model units; * = predicted saturated): flow-model prediction, fair-share "
+                      "reference, measured mean (÷ predicted; spread between windows)", "",
+                  "| placement | switch | capacity | out predicted | out fair share | out measured | in predicted "
+                  "| in fair share | in measured |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, r in by.items():
             for sw, p in r["predicted_uplinks"].items():
                 m = r["summary"]["uplinks"][sw]
@@ -204,7 +213,8 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
                 for d in ("out", "in"):
                     star = "*" if m[d + "_saturated"] else ""
                     ratio = f" ({m[d] / p[d]:.3f}×)" if p[d] > 0.01 * p["capacity"] else ""
-                    cells += [f"{p[d]:.1f}{star}", f"{m[d]:.1f}{ratio} ±{m[d + '_spread']:.1%}"]
+                    cells += [f"{p[d]:.1f}{star}", f"{r['fair_uplinks'][sw][d]:.1f}",
+                              f"{m[d]:.1f}{ratio} ±{m[d + '_spread']:.1%}"]
                 lines.append(f"| {name} | {sw} | {p['capacity']:.0f} | " + " | ".join(cells) + " |")
         lines += ["", "Placements:", ""]
         for name, r in by.items():
@@ -238,9 +248,11 @@ def plot(results: dict, path: pathlib.Path) -> bool:
                     if p[d] > 0 or r["summary"]["uplinks"][sw][d] > 0.01 * p["capacity"]:
                         xs.append(p[d])
                         ys.append(r["summary"]["uplinks"][sw][d])
-            ax.scatter(xs, ys, marker=marker, label=name + ("" if r["summary"]["valid"] else " (CPU-bound: invalid)"))
+            ax.scatter(xs, ys, marker=marker, label=name + ("" if r["summary"]["valid"] else " (machine CPU > 75% busy: invalid)"))
             top = max([top] + xs + ys)
-        ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", linewidth=0.8)
+        ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", linewidth=0.8, label="measured = predicted")
+        ax.plot([0, top * 1.05], [0, top * 1.05 * PAYLOAD], color="grey", linewidth=0.8, linestyle="--",
+                label="payload of a full link (× 0.956)")
         ax.set_title(f"{case}: per uplink direction")
         ax.set_xlabel("predicted Gbps (flow model)")
         ax.set_ylabel("measured Gbps (counters ÷ scale)")

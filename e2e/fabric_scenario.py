@@ -56,9 +56,10 @@ MIB = 1 << 20
 class Stream:
     node: str
     fleet: str
-    wire_mbit: float
-    urls: list[str]
+    wire_mbit: float                  # pace (0: the node's shaped link in holds it to its demand)
+    urls: list[tuple[str, str]]       # (cache node, file), read in order round and round
     ring: bool
+    demand_gbps: float = 0.0          # what the workers it stands for read at most (model Gbps)
 
 
 @dataclass
@@ -136,7 +137,7 @@ def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
                         warm[cache].add(f)
                         urls.append((cache, f))
                     paced = share * fleet.body.read_gbps * scale if n in cache_nodes else 0.0
-                    streams.append(Stream(n, fleet_name, paced, urls, kind == "ring"))
+                    streams.append(Stream(n, fleet_name, paced, urls, kind == "ring", share * fleet.body.read_gbps))
     unplaced = sum(packing.shortfall.values())
     return Layout(rows, cache_nodes, streams, warm, workers, unplaced)
 
