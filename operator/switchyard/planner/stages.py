@@ -53,8 +53,9 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
        the Gbps within STAGE1_GAP of the LP wins: in a re-plan, today's (a
        moved cache starts cold); the LP's rounded up as far as nodes and
        maxHostsPerSwitch allow (a cache host more costs no Gbps unless its
-       node's room was needed for workers); rounded to the nearest; a MILP
-       with only cache counts and routing flags integer.
+       node's room was needed for workers); a MILP with only cache counts
+       and routing flags integer, started from the best box so far and cut
+       at CACHE_COUNT_NODES branch-and-bound nodes.
     2. a guide: stages 2 and 3 as LPs at that Gbps.
     3. the integer stages over a box: each worker count between the floor and
        ceiling of its guide value (in a re-plan widened to take in today's
@@ -81,7 +82,9 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
         # re-solve for the rounded counts. The cap keeps its cost bounded (deterministically).
         calm = _calm_then_stable(fm, target, relax=True, iterations=GUIDE_ITERATIONS)
         m.rollback(start)
-        candidates = [_rounded_caches(fm, calm, math.ceil), _rounded_caches(fm, calm, round), None]
+        # (The LP's counts rounded to the nearest were a third candidate: on every bench case they
+        # reached what rounding up reached, or less, at a box's cost each time.)
+        candidates = [_rounded_caches(fm, calm, math.ceil), None]
         if fm.current:
             # a re-plan keeps today's cache hosts if that keeps the Gbps: a moved cache starts cold
             candidates.insert(0, dataclasses.replace(calm, x=_with_current(calm.x, fm.current)))
