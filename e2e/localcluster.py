@@ -73,8 +73,13 @@ def node_manifests(topology_path: pathlib.Path) -> list[dict]:
     from switchyard.topology import load_topology
 
     topo = load_topology(yaml.safe_load(topology_path.read_text()) or {}, str(topology_path))
+    # Groups marked `real: true` are started by realnodes.py, with a kubelet of their own.
+    real = {name for switch in topo.switches for group in switch.nodes if group.real
+            for name in group.node_names(switch.name)}
     nodes = []
     for index, info in enumerate(topo.node_infos()):
+        if info.name in real:
+            continue
         resources = {"cpu": str(info.cpu_millis // 1000), "memory": f"{info.memory_bytes // 2**20}Mi",
                      "pods": str(info.pods)}
         nodes.append({

@@ -22,6 +22,7 @@ Everything made here is named after the cluster (`syr-<cluster>-...`, state unde
 not by what a process remembers, so it also cleans up after a run that died.
 
     python e2e/realnodes.py up --cluster sy-real --node real-a:rack-a:4 --node real-b:rack-b
+    python e2e/realnodes.py up --cluster sy-real --topology e2e/topologies/real.yaml
     python e2e/realnodes.py down --cluster sy-real
 """
 
@@ -70,6 +71,17 @@ class RealNode:
     switch: str
     nvme_disks: int = 0
     nic_gbps: float = 25.0
+
+
+def from_topology(topology_path: pathlib.Path) -> list[RealNode]:
+    """The nodes of a topology file's `real: true` groups (localcluster leaves them to us)."""
+    sys.path.insert(0, str(localcluster.REPO / "operator"))
+    from switchyard.topology import load_topology
+
+    topo = load_topology(yaml.safe_load(topology_path.read_text()) or {}, str(topology_path))
+    return [RealNode(name, switch.name, nvme_disks=group.nvme_disks, nic_gbps=group.nic_gbps)
+            for switch in topo.switches for group in switch.nodes if group.real
+            for name in group.node_names(switch.name)]
 
 
 def kwokctl_config(path: pathlib.Path) -> pathlib.Path:
@@ -674,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up", help="start real nodes in a running local cluster")
     p_up.add_argument("--cluster", default="sy-real")
-    p_up.add_argument("--node", action="append", required=True, help="NAME:SWITCH[:NVME_DISKS]")
+    p_up.add_argument("--node", action="append", default=[], help="NAME:SWITCH[:NVME_DISKS]")
+    p_up.add_argument("--topology", help="a topology file: its `real: true` groups")
     p_up.add_argument("--image", action="append", default=None,
                       help="image archives to import (pause, operator, xcache, dask); default: all")
     p_down = sub.add_parser("down", help="remove a cluster's real nodes, by prefix")
@@ -683,10 +696,12 @@ def main(argv: list[str] | None = None) -> int:
     p_config.add_argument("path")
     args = parser.parse_args(argv)
     if args.command == "up":
-        nodes = []
+        nodes = from_topology(pathlib.Path(args.topology)) if args.topology else []
         for spec in args.node:
             name, switch, *rest = spec.split(":")
             nodes.append(RealNode(name, switch, int(rest[0]) if rest else 0))
+        if not nodes:
+            parser.error("up needs --node or a --topology with `real: true` groups")
         real = Cluster(args.cluster)
         try:
             real.up(nodes, images=args.image or ["pause", "operator", "xcache", "dask"])

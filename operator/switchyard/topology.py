@@ -193,6 +193,13 @@ class NodeGroup(Model):
     nvme_disks: int = Field(default=0, ge=0, le=64, description="NVMe data disks; nodes with any are labelled as NVMe nodes.")
     labels: dict[LabelKey, LabelValue] = Field(default={}, max_length=16, description="Extra node labels.")
     taints: list[Taint] = Field(default=[], max_length=16, description="Node taints, e.g. {key: dedicated, value: xcache, effect: NoSchedule}.")
+    real: bool = Field(default=False, description="Local test clusters only: run these nodes with a real kubelet and "
+                       "containerd (e2e/realnodes.py) instead of simulating them; keep it to a handful (about 200 MiB "
+                       "each). Their CPU and memory are the machine's. Elsewhere a real node is a node like any other.")
+
+    def node_names(self, switch: str) -> list[str]:
+        return [(f"{switch}-{self.name}" if self.count == 1 else f"{switch}-{self.name}-{i}").lower()
+                for i in range(self.count)]
 
 
 class TopologySwitch(Model):
@@ -215,13 +222,12 @@ class TopologyFile(Model):
         out = []
         for switch in self.switches:
             for group in switch.nodes:
-                for i in range(group.count):
-                    name = f"{switch.name}-{group.name}" if group.count == 1 else f"{switch.name}-{group.name}-{i}"
+                for name in group.node_names(switch.name):
                     labels = {**group.labels, self.switch_label: switch.name}
                     if group.nvme_disks:
                         labels[self.nvme_label] = str(group.nvme_disks)
                     out.append(NodeInfo(
-                        name=name.lower(), labels=dict(sorted(labels.items())), nic_gbps=group.nic_gbps,
+                        name=name, labels=dict(sorted(labels.items())), nic_gbps=group.nic_gbps,
                         cpu_millis=group.cpu * 1000, memory_bytes=group.memory_gib * GIB, pods=group.pods,
                         taints=node_taints(t.to_wire() for t in group.taints),
                     ))

@@ -79,3 +79,16 @@ def test_snapshot_lists_not_ready_nodes_on_declared_switches_only():
     topo = snapshot(nodes, network)
     assert [h.name for h in topo.switch("a").hosts] == ["n1"]
     assert topo.not_ready_nodes == ("n2",)
+
+
+def test_real_groups_are_nodes_like_any_other_with_their_names():
+    topo = load_topology({"switches": [{"name": "Rack-A", "uplinkGbps": 10, "nodes": [
+        {"name": "real", "real": True, "nvmeDisks": 1},
+        {"name": "w", "count": 2},
+    ]}]})
+    real, workers = topo.switches[0].nodes
+    assert real.real and not workers.real
+    assert real.node_names("Rack-A") == ["rack-a-real"]
+    assert workers.node_names("Rack-A") == ["rack-a-w-0", "rack-a-w-1"]
+    # `switchyard plan` sees every node; only the local cluster starts real ones differently.
+    assert [n.name for n in topo.node_infos()] == ["rack-a-real", "rack-a-w-0", "rack-a-w-1"]
