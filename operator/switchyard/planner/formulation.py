@@ -74,6 +74,7 @@ class Formulation:
     current: dict[int, int] = field(default_factory=dict)      # variable -> its value in the current placement
     split: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (fleet, switch, class) -> workers there
     shares: dict[int, dict[int, float]] = field(default_factory=dict)     # hashed: pool -> switch -> fixed ring share
+    cut: bool = False          # packing cuts were added (heuristic rows: the model no longer holds every placement)
 
     def integers(self) -> list[int]:
         return [v for v, integer in enumerate(self.model.integer) if integer]

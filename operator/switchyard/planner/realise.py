@@ -55,6 +55,7 @@ def _fit_to_packing(fm: Formulation, packing: Packing, solution: Solution) -> No
     for (j, s), short in sorted(packing.shortfall.items()):
         if s < 0:
             continue        # left unplaced by the plan itself, not by packing
+        fm.cut = True
         terms = [(fm.local[j, s], 1.0)] if (j, s) in fm.local else []
         terms += [(fm.ring[j, s], 1.0)] if (j, s) in fm.ring else []
         planned = int(round(sum(solution.x[v] for v, _ in terms)))

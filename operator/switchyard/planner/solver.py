@@ -70,7 +70,9 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
                 break
             candidates, best = [ring_shares(*best)], None
     if current is not None:
-        stay = staying(topology, pools, fleets, current, routing, bound=bound)
+        # staying is weighed on the re-plan's own model (its moves rows are free for fixed pods)
+        stay = staying(topology, pools, fleets, current, routing, bound=bound, problem=problem,
+                       fm=fm if not fm.cut else None)
         if stay is not None and not better(result, stay):
             return _proven(stay, None)
     return result

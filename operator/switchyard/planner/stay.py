@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from ..topology import Topology
 from .flow import ring_weights
-from .formulation import formulate
+from .formulation import Formulation, formulate
 from .lp import Infeasible
 from .model import FleetRequest, Placement, Plan, PoolRequest
 from .packing import pack, relocate
-from .problem import build_problem, fleet_pool_index, host_eligible
+from .problem import Problem, build_problem, fleet_pool_index, host_eligible
 
 from .realise import _current, _plan_of, _ring_weights, to_placement
 from .stages import STAGE1_GAP, UTIL_TOLERANCE, _pin_gbps, upper_bound
@@ -79,15 +79,20 @@ def stay_placement(topology: Topology, pools: list[PoolRequest], fleets: list[Fl
 
 
 def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], current: Placement,
-            routing: str = "auto", bound: float | None = None) -> Plan | None:
+            routing: str = "auto", bound: float | None = None, problem: Problem | None = None,
+            fm: Formulation | None = None) -> Plan | None:
     """The plan that keeps every surviving pod where it is (stay_placement), with ring weights re-planned
     for it (weights move no pod). Pods that no longer fit their switch (those of a lost node, if its
     switch has no room) go where there is room, as a final plan's leftovers do (packing.relocate).
-    None if the fleets or pools changed so that staying is no candidate, or the pods fit nowhere."""
+    None if the fleets or pools changed so that staying is no candidate, or the pods fit nowhere.
+
+    `problem` and `fm`: the re-plan's own (same input and routing), so staying costs no second model;
+    its variables are fixed here and its bounds and rows restored after."""
     placement = stay_placement(topology, pools, fleets, current)
     if placement is None:
         return None
-    problem = build_problem(topology, pools, fleets)
+    if problem is None:
+        problem, fm = build_problem(topology, pools, fleets), None
     switch = {sw.name: s for s, sw in enumerate(problem.switches)}
     pool = {p.name: i for i, p in enumerate(problem.pools)}
     fleet = {f.name: j for j, f in enumerate(problem.fleets)}
@@ -108,8 +113,10 @@ def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         if relocate(problem, caches, workers, hashed, packing).shortfall:
             return None
         placement = to_placement(problem, caches, workers, hashed)
-    fm = formulate(problem, routing)
+    if fm is None:
+        fm = formulate(problem, routing)
     m = fm.model
+    mark, saved = m.mark(), (list(m.lb), list(m.ub))
     fixed = _current(problem, placement)
     for counts, variables in ((fixed.workers, fm.local), (fixed.ring, fm.ring), (fixed.caches, fm.caches)):
         for key, v in variables.items():
@@ -121,6 +128,9 @@ def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         weights = _ring_weights(topology, problem, fm, m.solve({fm.util: 1.0}), placement)
     except Infeasible:
         pass    # a routing the model does not hold (e.g. ring reading next to ring serving): capacity weights
+    finally:
+        m.rollback(mark)
+        m.lb, m.ub = saved
     if bound is None:
         bound = upper_bound(problem)
     if weights is None:     # by serving capacity, normalised like the planned weights
