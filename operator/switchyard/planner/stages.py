@@ -90,13 +90,19 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
             candidates.insert(0, dataclasses.replace(calm, x=_with_current(calm.x, fm.current)))
         tried: list[tuple[float, Solution]] = []
         for counts in candidates:
+            accept = None
             if counts is None:
                 # the best box so far is a feasible point of the cache-count MILP: its incumbent to beat
                 best = max(tried, key=lambda t: t[0])[2] if tried else None
                 counts = _cache_counts(fm, best)
                 m.rollback(start)
+                if tried:
+                    # the last candidate: if it beats those tried (as the choice below would take it),
+                    # its stages 2 and 3 run now, not in a second box for the same counts
+                    most = max(t[0] for t in tried)
+                    accept = most / (1 - STAGE1_GAP) + 1e-6 if fm.current else most + 1e-6
             with _fixed(m, caches, counts):
-                gbps, solution, reached = _boxed_stages(fm, workers, target, start)
+                gbps, solution, reached = _boxed_stages(fm, workers, target, start, accept=accept)
             if solution is not None:
                 return relaxed.objective, solution, None
             if gbps is not None:
@@ -108,7 +114,7 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
                 # a re-plan takes the first (today's counts first) within STAGE1_GAP of the best
                 gbps, counts, _ = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
             with _fixed(m, caches, counts):
-                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept_any=True)[1], None
+                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept=0.0)[1], None
         first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
         pinned = m.mark()
         guide = _uncrossed(fm, _calm_then_stable(fm, first.objective, relax=True))
@@ -121,10 +127,10 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
 
 
 def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int,
-                  accept_any: bool = False) -> tuple[float | None, Solution | None, Solution | None]:
+                  accept: float | None = None) -> tuple[float | None, Solution | None, Solution | None]:
     """Steps 2 and 3 with the cache counts fixed: (stage-1 Gbps in the box, solution, stage-1 point),
-    the solution None if the Gbps falls short of `target` (unless accept_any), all None if the box
-    holds no placement."""
+    the solution None if the Gbps falls short of `target` (and of `accept`, when given), all None if
+    the box holds no placement."""
     m = fm.model
     try:
         best = _most_gbps(fm, relax=True).objective
@@ -132,7 +138,7 @@ def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int
         m.rollback(start)
         with _box(m, workers, guide, current=fm.current):
             first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
-            if first.objective < target and not accept_any:
+            if first.objective < (target if accept is None else min(target, accept)):
                 return first.objective, None, first
             return first.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE,
                                                       start=first), first
