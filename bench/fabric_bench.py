@@ -72,7 +72,7 @@ def placements(topology, pools, fleets, routing):
 
 
 def measure_one(topology, pools, fleets, chosen, scale, args, log):
-    files = [f"/f{i:02d}.root" for i in range(args.files)]
+    files = [f"/f{i:04d}.root" for i in range(args.files)]
     the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), scale, files)
     fair = of_layout(topology, the, scale)
     log(f"  fair-share reference: {fair.delivered_gbps} Gbps")
@@ -80,7 +80,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
         + (f", {the.unplaced} workers unplaced" if the.unplaced else ""))
     with fabric_for(TAG, topology, the, scale) as fabric:
         t0 = time.monotonic()
-        m = run(fabric, the, pools, args.file_mib << 20, args.warmup, args.window, args.repeats, log=log)
+        m = run(fabric, the, pools, args.file_kib << 10, args.warmup, args.window, args.repeats, log=log)
         seconds = time.monotonic() - t0
     left = namespaces(PREFIX + TAG + "-")
     if left:
@@ -150,7 +150,7 @@ def summarise(result: dict) -> dict:
 
 # ---------------------------------------------------------------- report
 
-def report(results: dict, args, started: float, load_start: tuple) -> str:
+def report(results: dict, args, meta: dict) -> str:
     lines = [
         "# Fabric benchmark: measured bytes against the plan's prediction",
         "",
@@ -174,9 +174,10 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
         "",
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; shared with other work",
         f"- scale (Mbit/s per model Gbps): {', '.join(f'{c} {s}' for c, s in args.scales.items())}; windows {args.repeats} × {args.window:.0f} s after "
-        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_mib} MiB",
-        f"- load average at start {load_start[0]:.2f}, at end {os.getloadavg()[0]:.2f}; "
-        f"run took {time.monotonic() - started:.0f} s",
+        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB",
+        f"- 1-minute load average at start {meta.get('load_start', float('nan')):.2f}, at end "
+        f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
+        f"finished {meta.get('finished', '?')}",
         "",
     ]
     for case, by in results.items():
@@ -228,7 +229,53 @@ def report(results: dict, args, started: float, load_start: tuple) -> str:
                 lines.append(f"- {name}, ring of {pool}: share of files per cache vs its weight: " + ", ".join(
                     f"{c} {v['files']:.3f}/{v['weight']:.3f}" for c, v in by_cache.items()) + f" (worst {worst:.3f})")
         lines.append("")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + findings(results)) + "\n"
+
+
+def findings(results: dict) -> list[str]:
+    """The comparisons the issue's targets name, computed from the windows above."""
+    rows = [(case, name, r) for case, by in results.items() for name, r in by.items()]
+    if not rows:
+        return []
+    flow = [r["summary"]["ratio_payload"] for _, _, r in rows]
+    fair = [r["summary"]["ratio_fair"] for _, _, r in rows]
+    valid = sum(1 for _, _, r in rows if r["summary"]["valid"])
+    lines = ["## Findings (computed from the runs above)", "",
+             f"- Runs: {len(rows)}, of which {valid} valid by the CPU rule (the rest ran while the machine was more "
+             f"than {CPU_LIMIT:.0%} busy, mostly with other work; their figures are shown but are not results).",
+             f"- Aggregate, measured ÷ (flow-model prediction × 0.956): {min(flow):.3f}–{max(flow):.3f}; "
+             f"measured ÷ (fair-share reference × 0.956): {min(fair):.3f}–{max(fair):.3f}. Target 0.95–1.05."]
+    sat, other = [], []
+    for case, name, r in rows:
+        for sw, p in r["predicted_uplinks"].items():
+            m = r["summary"]["uplinks"][sw]
+            for d in ("out", "in"):
+                if p[d] <= 0.05 * p["capacity"] and m[d] <= 0.05 * p["capacity"]:
+                    continue
+                item = (case, name, sw, d, p[d], r["fair_uplinks"][sw][d], m[d], p["capacity"])
+                (sat if m[d + "_saturated"] else other).append(item)
+    if sat:
+        errs = [(m / PAYLOAD - p) / p for _, _, _, _, p, _, m, _ in sat]
+        worst = max(sat, key=lambda it: abs(it[6] / PAYLOAD - it[4]))
+        lines.append(f"- Uplink directions the flow model predicts saturated: {len(sat)}; measured ÷ 0.956 vs "
+                     f"predicted {min(errs):+.1%} to {max(errs):+.1%} (target ±5%); worst {worst[0]} {worst[1]} "
+                     f"{worst[2]} {worst[3]}: predicted {worst[4]:.1f}, fair share {worst[5]:.1f}, measured "
+                     f"{worst[6]:.1f} Gbps.")
+    both = sat + other
+    if both:
+        flow_err = statistics.fmean(abs(m / PAYLOAD - p) / c for _, _, _, _, p, _, m, c in both)
+        fair_err = statistics.fmean(abs(m / PAYLOAD - f) / c for _, _, _, _, _, f, m, c in both)
+        lines.append(f"- Every loaded uplink direction ({len(both)}): mean |measured ÷ 0.956 − predicted| = "
+                     f"{flow_err:.1%} of capacity for the flow model, {fair_err:.1%} for the fair-share reference.")
+    for case, by in results.items():
+        names = list(by)
+        if len(names) >= 2 and names[0].startswith("a") and names[1].startswith("b"):
+            a, b = by[names[0]], by[names[1]]
+            if b["summary"]["delivered_mean"] and b["predicted_gbps"] and b["fair_gbps"]:
+                lines.append(f"- {case}: (a) ÷ (b) measured {a['summary']['delivered_mean'] / b['summary']['delivered_mean']:.2f}×,"
+                             f" flow model {a['predicted_gbps'] / b['predicted_gbps']:.2f}×, fair share "
+                             f"{a['fair_gbps'] / b['fair_gbps']:.2f}×.")
+    return lines + [""]
 
 
 def plot(results: dict, path: pathlib.Path) -> bool:
@@ -264,28 +311,50 @@ def plot(results: dict, path: pathlib.Path) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", default="fabric-netbound:4,chicago:1.5",
+    parser.add_argument("--cases", default="fabric-netbound:4,chicago:1.5,nebraska:1.5",
                         help="case[:scale],...: bench/topologies/<case>.yaml and <case>-facility.yaml")
     parser.add_argument("--placements", default="a,b,c", help="which of a, b, c to run")
     parser.add_argument("--scale", type=float, default=1.5, help="Mbit/s per model Gbps, where a case names none")
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--files", type=int, default=256)
-    parser.add_argument("--file-mib", type=int, default=1)
+    parser.add_argument("--files", type=int, default=1024,
+                        help="files per pool (more files: the ring's split closer to its weights)")
+    parser.add_argument("--file-kib", type=int, default=512)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
+    parser.add_argument("--from-json", help="only write the report (md, png) again from a run's JSON")
     args = parser.parse_args()
     args.scales = {}
+    out = pathlib.Path(args.out)
+    if args.from_json:
+        doc = json.loads(pathlib.Path(args.from_json).read_text())
+        for key, value in doc["args"].items():
+            if key not in ("from_json", "out", "name"):
+                setattr(args, key, value)
+        for by in doc["results"].values():
+            for r in by.values():
+                r["summary"] = summarise(r)
+        write(doc["results"], args, doc.get("meta", {}), out)
+        return 0
     if os.geteuid() != 0:
         print("the fabric needs root (network namespaces)", file=sys.stderr)
         return 2
     # Ctrl-C and kill both unwind through the fabric's teardown.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     down(PREFIX + TAG + "-")
-    started, load_start = time.monotonic(), os.getloadavg()
-    out = pathlib.Path(args.out)
+    started = time.monotonic()
+    meta = {"load_start": os.getloadavg()[0]}
     results: dict = {}
+
+    def save() -> None:
+        meta.update(load_end=os.getloadavg()[0], seconds=round(time.monotonic() - started, 1),
+                    finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        doc = {"args": vars(args), "meta": meta,
+               "results": {c: {n: {k: v for k, v in r.items() if k != "summary"} for n, r in by.items()}
+                           for c, by in results.items()}}
+        (out / f"{args.name}.json").write_text(json.dumps(doc, indent=1))
+
     try:
         for item in args.cases.split(","):
             case, _, scale = item.partition(":")
@@ -304,15 +373,20 @@ def main() -> int:
                 print(f"  measured {s['delivered_mean']:.1f} Gbps ({s['ratio']:.3f} of predicted), spread "
                       f"{s['spread']:.1%}, CPU busy ≤ {s['cpu_busy_max']:.0%}", flush=True)
                 results[case][name] = r
-                (out / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+                save()
     finally:
         down(PREFIX + TAG + "-")
-    (out / f"{args.name}.md").write_text(report(results, args, started, load_start))
+    save()
+    write(results, args, meta, out)
+    return 0
+
+
+def write(results: dict, args, meta: dict, out: pathlib.Path) -> None:
+    (out / f"{args.name}.md").write_text(report(results, args, meta))
     if plot(results, out / f"{args.name}.png"):
         with open(out / f"{args.name}.md", "a") as md:
             md.write(f"\n![predicted vs measured per uplink]({args.name}.png)\n")
     print(f"wrote {out / args.name}.md")
-    return 0
 
 
 if __name__ == "__main__":
