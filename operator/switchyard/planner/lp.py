@@ -15,10 +15,19 @@ import numpy as np
 
 INF = float("inf")
 # Branch-and-bound nodes per solve: a deterministic cap (a time limit would
-# make the plan depend on the machine's speed).
+# make the plan depend on the machine's speed). A node's LP grows with the
+# model, so large models get fewer: WORK_LIMIT / (rows + columns), at least
+# MIN_NODES. At the limit the best point found is taken (Solution.optimal False).
 NODE_LIMIT = 5000
+WORK_LIMIT = 5_000_000
+MIN_NODES = 50
 _INTEGER = highspy.HighsVarType.kInteger
 _CONTINUOUS = highspy.HighsVarType.kContinuous
+
+
+def node_budget(size: int) -> int:
+    """Branch-and-bound nodes a MILP of `size` rows and columns may use (deterministic)."""
+    return max(MIN_NODES, min(NODE_LIMIT, WORK_LIMIT // max(1, size)))
 
 
 class SolveError(RuntimeError):
@@ -114,8 +123,9 @@ class LinearModel:
         integrality = [_CONTINUOUS] * n if relax else [_INTEGER if i else _CONTINUOUS for i in self.integer]
         h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(integrality))
         h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximise else highspy.ObjSense.kMinimize)
+        budget = node_budget(n + len(self.row_lb))
         for option, value in (("mip_rel_gap", gap), ("mip_abs_gap", abs_gap),
-                              ("mip_max_nodes", NODE_LIMIT if nodes is None else nodes)):
+                              ("mip_max_nodes", budget if nodes is None else min(nodes, budget))):
             h.setOptionValue(option, value)
         if start is not None and not relax:
             h.setSolution(_as_solution(start.x))    # a feasible point to start branch and bound from

@@ -106,3 +106,27 @@ def test_an_empty_current_placement_is_a_first_plan():
     empty = plan(case.topology, case.pools, case.fleets,
                  current=Placement(caches={}, workers={f.name: {} for f in case.fleets}, hashed={}))
     assert empty == fresh
+
+
+def test_the_node_budget_shrinks_with_the_model_and_never_vanishes():
+    from switchyard.planner.lp import MIN_NODES, NODE_LIMIT, node_budget
+
+    sizes = [100, 1_000, 10_000, 50_000, 10**7]
+    budgets = [node_budget(s) for s in sizes]
+    assert budgets[0] == NODE_LIMIT and budgets[-1] == MIN_NODES
+    assert budgets == sorted(budgets, reverse=True)
+
+
+def test_a_milp_cut_at_its_node_budget_returns_its_incumbent_not_proven():
+    """A packing MILP too large to finish in 3 nodes: the best point found is kept, marked not optimal."""
+    from switchyard.planner.lp import LinearModel
+
+    m = LinearModel()
+    xs = [m.var(0, 1, integer=True) for _ in range(30)]
+    weights = [(7 * i) % 11 + 3 for i in range(30)]
+    for k in range(5):
+        m.row([(x, w + k) for x, w in zip(xs, weights)], ub=40 + k)
+    found = m.solve({x: w for x, w in zip(xs, weights)}, maximise=True, gap=0.0, nodes=3)
+    assert not found.optimal and found.objective > 0
+    again = m.solve({x: w for x, w in zip(xs, weights)}, maximise=True, gap=0.0, nodes=3)
+    assert list(again.x) == list(found.x)      # deterministic at the limit
