@@ -285,25 +285,29 @@ def plot(results: dict, path: pathlib.Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 5.5), squeeze=False)
-    for ax, (case, by) in zip(axes[0], results.items()):
-        top = 1.0
-        for marker, (name, r) in zip("os^", by.items()):
-            xs, ys = [], []
-            for sw, p in r["predicted_uplinks"].items():
-                for d in ("out", "in"):
-                    if p[d] > 0 or r["summary"]["uplinks"][sw][d] > 0.01 * p["capacity"]:
-                        xs.append(p[d])
-                        ys.append(r["summary"]["uplinks"][sw][d])
-            ax.scatter(xs, ys, marker=marker, label=name + ("" if r["summary"]["valid"] else " (machine CPU > 75% busy: invalid)"))
-            top = max([top] + xs + ys)
-        ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", linewidth=0.8, label="measured = predicted")
-        ax.plot([0, top * 1.05], [0, top * 1.05 * PAYLOAD], color="grey", linewidth=0.8, linestyle="--",
-                label="payload of a full link (× 0.956)")
-        ax.set_title(f"{case}: per uplink direction")
-        ax.set_xlabel("predicted Gbps (flow model)")
-        ax.set_ylabel("measured Gbps (counters ÷ scale)")
-        ax.legend(fontsize=8)
+    fig, axes = plt.subplots(2, len(results), figsize=(6 * len(results), 11), squeeze=False)
+    for row, (key, what) in enumerate((("predicted_uplinks", "flow model"), ("fair_uplinks", "fair-share reference"))):
+        for ax, (case, by) in zip(axes[row], results.items()):
+            top = 1.0
+            for marker, (name, r) in zip("os^", by.items()):
+                xs, ys = [], []
+                for sw, p in r["predicted_uplinks"].items():
+                    for d in ("out", "in"):
+                        x = r[key][sw][d]
+                        if p[d] > 0.01 * p["capacity"] or x > 0.01 * p["capacity"] or \
+                                r["summary"]["uplinks"][sw][d] > 0.01 * p["capacity"]:
+                            xs.append(x)
+                            ys.append(r["summary"]["uplinks"][sw][d])
+                label = name + ("" if r["summary"]["valid"] else " (machine CPU > 75% busy: invalid)")
+                ax.scatter(xs, ys, marker=marker, label=label)
+                top = max([top] + xs + ys)
+            ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", linewidth=0.8, label="measured = predicted")
+            ax.plot([0, top * 1.05], [0, top * 1.05 * PAYLOAD], color="grey", linewidth=0.8, linestyle="--",
+                    label="payload of a full link (× 0.956)")
+            ax.set_title(f"{case}: per uplink direction vs {what}")
+            ax.set_xlabel(f"predicted Gbps ({what})")
+            ax.set_ylabel("measured Gbps (counters ÷ scale)")
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
