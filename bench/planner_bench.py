@@ -255,6 +255,27 @@ def measure(case: Case, repeats: int) -> dict:
 
 # ---------------------------------------------------------------- scale: 20,000 nodes, load and plan
 
+def floor_of_a_plan(case: Case, repeats: int) -> dict:
+    """What every plan from scratch pays before any integer search: the problem built from the topology
+    (build_problem), the model stated (formulate) and its first LP solved (the LP bound, stage 1 relaxed)."""
+    from switchyard.planner.formulation import formulate
+    from switchyard.planner.problem import build_problem
+    from switchyard.planner.stages import _most_gbps
+
+    problem, _, build = timed(lambda: build_problem(case.topology, case.pools, case.fleets), repeats)
+    fms, _, form = timed(lambda: formulate(problem, "auto"), repeats)
+    lp = []
+    for _ in range(repeats):
+        fm = formulate(problem, "auto")
+        cpu = time.process_time()
+        _most_gbps(fm, relax=True)
+        lp.append(time.process_time() - cpu)
+    return {"case": case.name, "nodes": len(case.topology.hosts), "rows": len(fms.model.row_lb), "columns": fms.model.size,
+            "buildProblem": round(statistics.median(build), 3), "formulate": round(statistics.median(form), 3),
+            "firstLp": round(statistics.median(lp), 3),
+            "total": round(statistics.median(build) + statistics.median(form) + statistics.median(lp), 3)}
+
+
 def node_object(info) -> dict:
     """A Node as the API server returns it (what the operator's node index reads), from a NodeInfo."""
     return {"metadata": {"name": info.name, "labels": dict(info.labels),
@@ -292,7 +313,9 @@ def scale(nodes: int, switches: int, fleets: int, seed: int, repeats: int) -> di
         return {"cpuMedian": round(statistics.median(cpus), 3), "cpuMax": round(max(cpus), 3),
                 "wallMedian": round(statistics.median(walls), 3), "runs": len(cpus)}
 
+    floors = [floor_of_a_plan(generated_case(5000, 100, 20, 1), repeats), floor_of_a_plan(case, repeats)]
     return {"case": case.name, "nodes": len(topology.hosts), "switches": len(topology.switches), "fleets": fleets,
+            "floors": floors,
             "workers": sum(f.body.replicas for f in case.fleets), "loadAverage": round(os.getloadavg()[0], 2),
             "load": stats(load_walls, load_cpus), "snapshot": stats(snap_walls, snap_cpus),
             "plan": stats(plan_walls, plan_cpus), "index": stats(index_walls, index_cpus),
@@ -338,9 +361,12 @@ def targets(rows: list[dict], big_case: dict | None = None) -> list[dict]:
     replans = [(r["case"], x) for r in big for x in r["nodeLoss"]]
     if replans:
         case, x = max(replans, key=lambda cx: cx[1]["cpuSeconds"])
+        floor = next((f for f in (big_case or {}).get("floors", []) if f["nodes"] == 5000), None)
         out.append({"target": f"re-plan after one node loss <= {TARGET_REPLAN_AT_5000} s CPU at 5,000 nodes",
                     "measured": f"slowest of {len(replans)}: {x['cpuSeconds']} s CPU ({case}, {x['kind']}); fastest "
-                                f"{min(y['cpuSeconds'] for _, y in replans)} s",
+                                f"{min(y['cpuSeconds'] for _, y in replans)} s"
+                                + (f"; building the model and solving its first LP alone take {floor['total']} s "
+                                   "(see Scale)" if floor else ""),
                     "met": x["cpuSeconds"] <= TARGET_REPLAN_AT_5000})
     losses = [x for r in rows for x in r["nodeLoss"]]
     beyond = [x for x in losses if x["movesBeyondStaying"]]
@@ -395,6 +421,13 @@ def markdown(rows: list[dict], env: dict, checks: list[dict], big_case: dict | N
                                         "children, status)")):
             st = b[key]
             lines.append(f"| {label} | {st['cpuMedian']} / {st['cpuMax']} | {st['wallMedian']} | {st['runs']} |")
+        lines += ["", "What any plan from scratch pays before its integer search (CPU s, median): the problem built, "
+                      "the model stated, its first LP (the bound) solved. A re-plan builds and solves the same model "
+                      "again (the operator keeps no model between reconciles), so no re-plan costs less than this:", "",
+                  "| case | nodes | rows x columns | build_problem | formulate | first LP | sum |", "|---|---|---|---|---|---|---|"]
+        for f in b["floors"]:
+            lines.append(f"| {f['case']} | {f['nodes']:,} | {f['rows']:,} x {f['columns']:,} | {f['buildProblem']} | "
+                         f"{f['formulate']} | {f['firstLp']} | {f['total']} |")
         op = b["operatorPlan"]
         proven = "proven optimal" if b["optimal"] else f"gap {100 * b['gap']:.2f}%, not proven optimal"
         lines += ["", f"Plan: {b['predictedGbps']:g} Gbps of a {b['boundGbps']:g} Gbps bound "
