@@ -129,12 +129,13 @@ def formulate(problem: Problem, mode: str, current: Current | None = None,
         caches_by_switch.setdefault(s, []).append((p, k, v))
     for s, sw in enumerate(problem.switches):
         _switch_capacity(fm, s, by_switch.get(s, {}), caches_by_switch.get(s, []))
+        here = caches_by_switch.get(s, [])      # (pool, class, variable): rows linear in switches
         for k, nc in enumerate(sw.classes):
-            hosts = [(v, 1.0) for (p, ss, kk), v in fm.caches.items() if ss == s and kk == k]
+            hosts = [(v, 1.0) for _, kk, v in here if kk == k]
             if len(hosts) > 1:
                 m.row(hosts, ub=nc.count)     # one cache per node
         for p, pool in enumerate(pools):
-            hosts = [(v, 1.0) for (pp, ss, _), v in fm.caches.items() if pp == p and ss == s]
+            hosts = [(v, 1.0) for pp, _, v in here if pp == p]
             if len(hosts) > 1:
                 m.row(hosts, ub=pool.max_hosts_per_switch)
 
@@ -247,6 +248,9 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
     inbound: dict[int, list] = {s: [] for s in range(len(problem.switches))}
     outbound: dict[int, list] = {s: [] for s in range(len(problem.switches))}
     wan = []
+    caches: dict[tuple[int, int], list[tuple[int, int]]] = {}     # (pool, switch) -> (class, variable)
+    for (p, s, k), v in fm.caches.items():
+        caches.setdefault((p, s), []).append((k, v))
     for p, pool in enumerate(pools):
         if not readers[p]:
             continue
@@ -258,12 +262,11 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
             # the pool's ring reads in all; each switch's caches serve their fixed share of them
             total = m.var(0.0, demand_total)
         for s, sw in enumerate(problem.switches):
-            hosts = [(v, problem.serve(p, sw.classes[k])) for (pp, ss, k), v in fm.caches.items() if pp == p and ss == s]
+            hosts = [(v, problem.serve(p, sw.classes[k])) for k, v in caches.get((p, s), [])]
             w = share.get(s, 0.0) if share is not None else None
             local = [(fm.local[j, s], problem.switch_read(j, s)) for j in readers[p] if (j, s) in fm.local]
             ring = [(fm.ring[j, s], problem.switch_read(j, s)) for j in readers[p] if (j, s) in fm.ring]
-            serve_max = sum(problem.serve(p, sw.classes[k]) * m.ub[v] for (pp, ss, k), v in fm.caches.items()
-                            if pp == p and ss == s)
+            serve_max = sum(g * m.ub[v] for v, g in hosts)
             if ring:
                 a = fm.reads_ring[p, s] = m.var(0.0, demand_total)
                 m.row([(a, 1.0)] + [(v, -r) for v, r in ring], ub=0.0)

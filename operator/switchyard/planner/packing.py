@@ -150,8 +150,12 @@ def _free_after_caches(problem: Problem, s: int, cache_nodes, out) -> dict[str, 
 
 def _size(problem: Problem, j: int, node: str) -> tuple[float, float, float, float]:
     """What one worker of fleet j takes of the node: CPU, memory, a pod and its read (at most the NIC)."""
-    f = problem.fleets[j]
-    return (f.cpu_millis, f.memory_bytes, 1, min(f.read_gbps, problem.nic_of(node)))
+    nic = problem.nic_of(node)
+    key = ("size", j, nic)
+    if key not in problem._memo:
+        f = problem.fleets[j]
+        problem._memo[key] = (f.cpu_millis, f.memory_bytes, 1, min(f.read_gbps, nic))
+    return problem._memo[key]
 
 
 def _fit(room: list[float], size: tuple) -> int:
