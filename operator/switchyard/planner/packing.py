@@ -51,8 +51,11 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     for (j, s), n in sorted(workers.items()):
         if n > 0:
             by_switch.setdefault(s, {})[j] = n
+    caches_on: dict[int, dict] = {}     # switch -> its (pool, switch) -> nodes: no scan of all per switch
+    for (p, s), nodes in sorted(cache_nodes.items()):
+        caches_on.setdefault(s, {})[p, s] = nodes
     for s in range(len(problem.switches)):
-        free = _free_after_caches(problem, s, cache_nodes, out)
+        free = _free_after_caches(problem, s, caches_on.get(s, {}), out)
         wanted = by_switch.get(s, {})
         placed = _spread(problem, s, free, wanted, per_class) if per_class else {}
         rest = {j: n - _count(placed).get(j, 0) for j, n in wanted.items()}
@@ -71,10 +74,10 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
                 slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
                 size = _size(problem, j, name)
                 free[name] = [free[name][i] - count * size[i] for i in range(4)]
+        counted = _count(placed)
         for j, n in wanted.items():
-            got = sum(c for (jj, _), c in placed.items() if jj == j)
-            if got < n:
-                shortfall[j, s] = n - got
+            if counted.get(j, 0) < n:
+                shortfall[j, s] = n - counted.get(j, 0)
         left.update((name, tuple(room)) for name, room in free.items())
     return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall, left)
 
