@@ -66,8 +66,9 @@ e2e: install tools
 	$(PY) -m pytest -q e2e
 
 # CI=1: a real component that is missing fails its tests instead of skipping them.
-test: install deps tools
-	CI=1 $(PY) -m pytest -q operator/tests e2e
+# SWITCHYARD_REAL_NODES=1: the e2e on real kubelet nodes runs too (the images, root).
+test: install deps tools images
+	CI=1 SWITCHYARD_REAL_NODES=1 $(PY) -m pytest -q operator/tests e2e
 
 demo: install tools
 	$(PY) hack/demo.py up
@@ -121,7 +122,7 @@ realnode-deps: ## buildah, debootstrap, containerd, runc, CNI plugins, iptables 
 images: realnode-deps tools
 	REGISTRY=$(REGISTRY) PUSH=$(PUSH) bash hack/build-images.sh
 
-# The e2e on real kubelet nodes (not yet part of `make test`).
+# The e2e on real kubelet nodes alone (`make test` runs it too).
 e2e-real: install realnode-deps tools images
 	SWITCHYARD_REAL_NODES=1 SWITCHYARD_REAL_CLUSTER=$(REAL_CLUSTER) $(PY) -m pytest -q e2e/test_real_nodes.py
 

@@ -1,18 +1,20 @@
-"""The operator from its chart, running for real on kubelet nodes beside the simulated ones.
+"""The operator from its chart, and a facility's caches and workers, running for real on kubelet nodes.
 
-A kwokctl cluster of the mini topology (12 simulated nodes) gets two real nodes
-(e2e/realnodes.py: containerd + kubelet v1.31.4 + kube-proxy each, in network
-namespaces behind their switches' bridges, CoreDNS for names). `helm install`
-puts the operator, from the image `make images` built here, into a namespace
-enforcing Pod Security `restricted`, with a toleration and node selector that
-put it on a real node. The kubelet runs its probes; the operator reaches the API
-server through the `kubernetes` Service (kube-proxy) and makes a facility Ready;
-its /metrics is fetched through the API server's proxy. At the end every process,
+A kwokctl cluster of e2e/topologies/real.yaml: two `real: true` nodes (e2e/realnodes.py:
+containerd + kubelet v1.31.4 + kube-proxy each, in network namespaces behind their
+switches' bridges, CoreDNS for names) beside 8 simulated ones. `helm install` puts the
+operator, from the image `make images` built here, into a namespace enforcing Pod
+Security `restricted`, with a toleration and node selector that put it on a real node;
+the kubelet runs its probes, the operator reaches the API server through the
+`kubernetes` Service and makes a facility Ready. Then a facility whose pool and fleet
+tolerate the real nodes' taint runs real xrootd from the rendered ConfigMap and a real
+Dask scheduler and worker; a task reads a file from a real origin through its switch's
+cache, a real Prometheus scrapes the exporter with the README's scrape job, and a
+deleted cache pod comes back with its disk (warm reads). At the end every process,
 mount, namespace, cgroup and sysctl the real nodes made must be gone.
 
 Needs root, the packages of hack/install-realnode-deps.sh, `make tools` and
-`make images`. Not part of the default run yet: `make e2e-real` runs it
-(SWITCHYARD_REAL_NODES=1).
+`make images`; `make test` and `make e2e-real` run it (SWITCHYARD_REAL_NODES=1).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -36,29 +39,20 @@ from facilities import facility  # noqa: E402
 from harness import Cluster, temporary_namespace  # noqa: E402
 from support import wait_for, wait_ready  # noqa: E402
 
+sys.path.insert(0, str(localcluster.REPO / "operator" / "tests" / "integration"))
+from prom import run_prometheus  # noqa: E402
+
 pytestmark = pytest.mark.e2e
 
 CLUSTER = os.environ.get("SWITCHYARD_REAL_CLUSTER", "sy-real")
 CHART = localcluster.REPO / "charts" / "switchyard"
 RELEASE = "sy"
+OPERATOR_NAMESPACE = "sy-operator"
 # Real nodes on switches of their own (rack-a, rack-b); the simulated ones on rack-c and rack-d.
-NODES = [realnodes.RealNode("real-a", "rack-a", nvme_disks=1), realnodes.RealNode("real-b", "rack-b")]
-SIMULATED = """\
-switchLabel: switchyard.dev/switch
-nvmeLabel: switchyard.dev/nvme
-wanGbps: 100
-switches:
-  - name: rack-c
-    uplinkGbps: 80
-    nodes:
-      - {name: cache, count: 2, nicGbps: 50, cpu: 16, memoryGiB: 64, nvmeDisks: 4}
-      - {name: worker, count: 2, nicGbps: 25, cpu: 64, memoryGiB: 256}
-  - name: rack-d
-    uplinkGbps: 80
-    nodes:
-      - {name: cache, count: 2, nicGbps: 50, cpu: 16, memoryGiB: 64, nvmeDisks: 4}
-      - {name: worker, count: 2, nicGbps: 25, cpu: 64, memoryGiB: 256}
-"""
+# Two real nodes (`real: true` groups), each on a switch of its own, beside 8 simulated ones.
+TOPOLOGY = localcluster.REPO / "e2e" / "topologies" / "real.yaml"
+NODES = realnodes.from_topology(TOPOLOGY)
+CACHE_HOST, OTHER = (node.name for node in NODES)  # rack-a-real has the NVMe disk
 # The cache disk of the real cache host (a host path below the chart's default allowlist).
 DISK = pathlib.Path("/srv/switchyard-real/nvme0")
 COSTS = localcluster.CACHE / "e2e-logs" / CLUSTER / "real-node-costs.json"
@@ -73,11 +67,13 @@ def _host_state() -> dict:
     return {
         "sysctls": {k: pathlib.Path("/proc/sys", k).read_text().strip() for k in realnodes.KUBELET_SYSCTLS},
         "netns": netns,
-        "links": sorted(link["ifname"] for link in links),
-        "routes": subprocess.run(["ip", "route"], capture_output=True, text=True).stdout,
+        # Only what real nodes make (other harnesses, such as the fabric bench, may run beside them).
+        "links": sorted(link["ifname"] for link in links if link["ifname"].startswith(("syr", "veth", "cni"))),
+        "routes": [line for line in subprocess.run(["ip", "route"], capture_output=True, text=True).stdout.splitlines()
+                   if line.startswith(("10.244.", "10.250.", "10.0.0."))],
         "iptables": "\n".join(line for line in iptables.splitlines() if not line.startswith(("#", ":"))),
         "mounts": sorted(line.split()[4] for line in pathlib.Path("/proc/self/mountinfo").read_text().splitlines()
-                         if "switchyard-realnodes" in line or "/run/netns" in line),
+                         if "switchyard-realnodes" in line or "/run/netns/syr-" in line or "/run/netns/cni-" in line),
     }
 
 
@@ -87,21 +83,31 @@ def real():
     localcluster.down(CLUSTER)
     before = _host_state()
     config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / CLUSTER / "realnodes-kwokctl.yaml")
-    topology = localcluster.CACHE / "clusters" / CLUSTER / "simulated-topology.yaml"
-    topology.write_text(SIMULATED)
-    kubeconfig = localcluster.up(CLUSTER, topology, config=config)
+    kubeconfig = localcluster.up(CLUSTER, TOPOLOGY, config=config)
     localcluster.install_crds(CLUSTER)
     nodes = realnodes.Cluster(CLUSTER, kubeconfig)
     try:
         nodes.up(NODES, images=["pause", "operator"])
         yield Cluster(CLUSTER, kubeconfig), nodes, before
     finally:
+        _post_mortem()
         if os.environ.get("SWITCHYARD_KEEP_CLUSTER"):  # for a post-mortem; then `make realnodes-down`
             return
         realnodes.down(CLUSTER)
         subprocess.run(["rm", "-rf", str(DISK.parent)], check=False)
         if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
             localcluster.down(CLUSTER)
+
+
+def _post_mortem() -> None:
+    """The operator's log and the objects' state, kept beside the real nodes' logs."""
+    COSTS.parent.mkdir(parents=True, exist_ok=True)
+    for name, args in (("operator.log", ["logs", "-n", OPERATOR_NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}",
+                                         "--tail=-1", "--prefix"]),
+                       ("objects.yaml", ["get", "analysisfacilities,xcachepools,workerfleets,pods,events", "-A",
+                                         "-o", "yaml"])):
+        text = localcluster.kubectl(CLUSTER, *args, check=False)
+        (COSTS.parent / name).write_text(text or "")
 
 
 def helm(cluster: Cluster, *args: str) -> subprocess.CompletedProcess:
@@ -133,7 +139,7 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
         assert realnodes.REAL_TAINT["key"] in [t["key"] for t in obj["spec"].get("taints", [])]
         assert "kwok.x-k8s.io/node" not in obj["metadata"].get("annotations", {})
 
-    namespace = "sy-operator"
+    namespace = OPERATOR_NAMESPACE
     cluster.kubectl("create", "namespace", namespace)
     cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
                     "pod-security.kubernetes.io/enforce-version=latest")
@@ -189,7 +195,7 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
     started = time.monotonic()
     cluster.kube.apply({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "start", "namespace": af_namespace},
-        "spec": {"nodeSelector": {"kubernetes.io/hostname": NODES[1].name}, "tolerations": [realnodes.TOLERATION],
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": OTHER}, "tolerations": [realnodes.TOLERATION],
                  "containers": [{"name": "c", "image": realnodes.PAUSE_IMAGE, "imagePullPolicy": "Never"}]},
     })
     wait_for(lambda: (cluster.kube.get("Pod", af_namespace, "start") or {}).get("status", {}).get("phase") == "Running",
@@ -220,6 +226,28 @@ print(json.dumps([client.submit(read, sys.argv[2], pure=False).result(timeout=12
 """
 
 
+def _read_on_worker(cluster: Cluster, worker: dict, scheduler: str, path: str) -> list[dict]:
+    """Two reads of `path`, as tasks the Dask scheduler runs on the worker."""
+    out = cluster.kubectl("exec", "-n", worker["metadata"]["namespace"], worker["metadata"]["name"], "-c",
+                          worker["spec"]["containers"][0]["name"], "--", "python", "-c", READ, scheduler, path)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _exporter_after_closes(cluster: Cluster, cache: dict, closes: int) -> str:
+    """The cache exporter's metrics, once it has seen `closes` file closes."""
+    scraped = {}
+    path = f"/api/v1/namespaces/{cache['metadata']['namespace']}/pods/{cache['metadata']['name']}:9933/proxy/metrics"
+
+    def seen() -> bool:
+        scraped["text"] = cluster.kubectl("get", "--raw", path)
+        return _metric(scraped["text"], "switchyard_xcache_files_closed") >= closes
+    try:
+        wait_for(seen, timeout=120, interval=2, what=f"{closes} file closes in the exporter's metrics")
+    finally:
+        print("\n".join(line for line in scraped.get("text", "").splitlines() if line.startswith("switchyard_xcache")))
+    return scraped["text"]
+
+
 def _metric(text: str, name: str) -> float:
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
               if line.startswith(name) and not line.startswith("#")]
@@ -233,14 +261,14 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
     cluster, nodes, _ = real
     costs = json.loads(COSTS.read_text()) if COSTS.exists() else {}
     started = time.monotonic()
-    nodes.import_images(["xcache"], ["real-a"])  # the only NVMe node: the only cache host
+    nodes.import_images(["xcache"], [CACHE_HOST])  # the only NVMe node: the only cache host
     costs["import_xcache_seconds"] = round(time.monotonic() - started, 1)
     started = time.monotonic()
     nodes.import_images(["dask"])
     costs["import_dask_seconds_two_nodes"] = round(time.monotonic() - started, 1)
-    # Only the real nodes take new pods now: they lose their taint, the simulated ones get one.
-    for node in NODES:
-        cluster.kubectl("taint", "node", node.name, f"{realnodes.REAL_LABEL}-")
+    # The pool and the fleet tolerate the real nodes' taint, and the plan puts them there (the facility's
+    # switches are theirs). The Dask scheduler is not placed by the plan: the simulated nodes are
+    # tainted so that it, too, lands on a real node.
     cluster.kubectl("taint", "nodes", "-l", "type=kwok", "--overwrite", "switchyard.dev/simulated=true:NoSchedule")
 
     payload = os.urandom(20 * 2**20)
@@ -248,15 +276,9 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
     host, port = origin.split(":")
     namespace = "real-facility"
     cluster.kubectl("create", "namespace", namespace)
-    # The kubelet makes the pool's host paths (DirectoryOrCreate) as root, mode 0755; the prepare
-    # container creates only the namespace directory for xrootd, which then cannot create its meta
-    # space (<metaPath>/meta) as the xrootd user: "Unable to create meta space ... permission denied".
-    # Until the operator's prepare step creates it too, the test makes metaPath writable for xrootd.
-    (DISK.parent / "meta").mkdir(parents=True, exist_ok=True)
-    (DISK.parent / "meta").chmod(0o1777)
     # The Dask scheduler asks for a whole CPU, a worker for another: a 2-CPU real node holds a cache and
-    # a worker, or the scheduler. Hold real-a (the cache host) until the scheduler is bound elsewhere.
-    cluster.kubectl("taint", "node", "real-a", "switchyard.dev/hold=true:NoSchedule")
+    # a worker, or the scheduler. Hold the cache host until the scheduler is bound elsewhere.
+    cluster.kubectl("taint", "node", CACHE_HOST, "switchyard.dev/hold=true:PreferNoSchedule")
     cluster.kube.apply({
         "apiVersion": "switchyard.dev/v1alpha1", "kind": "AnalysisFacility",
         "metadata": {"name": "af", "namespace": namespace},
@@ -269,38 +291,37 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
                 "storage": {"dataPaths": [str(DISK)], "metaPath": str(DISK.parent / "meta")},
                 "pfc": {"ramGiB": 1},
                 "resources": {"cpu": "100m", "memory": "2Gi"},
+                "tolerations": [realnodes.TOLERATION],
             }],
             "fleets": [{"name": "dask", "image": "localhost/switchyard-dask:0.1.0", "replicas": 1, "cores": 1,
-                        "memoryGiB": 1, "readGbps": 1, "dask": {"createScheduler": True}}],
+                        "memoryGiB": 1, "readGbps": 1, "dask": {"createScheduler": True},
+                        "tolerations": [realnodes.TOLERATION]}],
         },
     })
     try:
         wait_for(lambda: [p for p in cluster.kube.list("Pod", namespace)
                           if "scheduler" in p["metadata"]["name"] and p["spec"].get("nodeName")],
                  timeout=120, what="the Dask scheduler pod bound")
-        cluster.kubectl("taint", "node", "real-a", "switchyard.dev/hold-")
+        cluster.kubectl("taint", "node", CACHE_HOST, "switchyard.dev/hold-")
         wait_ready(cluster, namespace, timeout=300)
         pods = cluster.kube.list("Pod", namespace)
         caches = [p for p in pods if p["metadata"]["name"].startswith("af-xcache-")]
         workers = [p for p in pods if p["metadata"]["name"].startswith("af-dask-") and "scheduler" not in p["metadata"]["name"]]
-        assert [p["spec"]["nodeName"] for p in caches] == ["real-a"], [p["spec"]["nodeName"] for p in caches]
+        assert [p["spec"]["nodeName"] for p in caches] == [CACHE_HOST], [p["spec"]["nodeName"] for p in caches]
         assert workers and all(p["spec"]["nodeName"] in nodes.nodes for p in pods), \
             {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
         cache = caches[0]
         assert all(c["ready"] for c in cache["status"]["containerStatuses"]), cache["status"]
         # xrootd runs the rendered config, and the kubelet's readiness probe (xrdfs query) passed.
-        probes = _probe_counts(cluster, "real-a", cache["metadata"]["name"])
+        probes = _probe_counts(cluster, CACHE_HOST, cache["metadata"]["name"])
         assert probes.get(("Readiness", "successful"), 0) >= 1, probes
 
         worker = workers[0]
         args = worker["spec"]["containers"][0].get("args", [])
         scheduler = next(a for a in args if a.startswith("tcp://"))
         started = time.monotonic()
-        out = cluster.kubectl("exec", "-n", namespace, worker["metadata"]["name"], "-c",
-                              worker["spec"]["containers"][0]["name"], "--", "python", "-c", READ, scheduler,
-                              "/data/real.bin")
+        reads = _read_on_worker(cluster, worker, scheduler, "/data/real.bin")
         costs["two_reads_through_the_cache_seconds"] = round(time.monotonic() - started, 1)
-        reads = json.loads(out.strip().splitlines()[-1])
         digest = hashlib.sha256(payload).hexdigest()
         assert all(r["bytes"] == len(payload) and r["sha256"] == digest for r in reads), reads
         # The endpoint the worker was given is its own switch's cache Service.
@@ -311,16 +332,7 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
         # The exporter beside xrootd saw both reads close, and the file fetched from the origin once.
         # (XrdPfc counts hits and misses per block; with prefetch, blocks of the first read that
         # arrived before the client asked for them count as hits: the origin bytes tell the miss.)
-        scraped = {}
-
-        def counters():
-            scraped["text"] = cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{namespace}/pods/{cache['metadata']['name']}:9933/proxy/metrics")
-            return _metric(scraped["text"], "switchyard_xcache_files_closed") >= 2
-        try:
-            wait_for(counters, timeout=120, interval=2, what="both reads' file closes in the exporter's metrics")
-        finally:
-            print("\n".join(line for line in scraped.get("text", "").splitlines() if line.startswith("switchyard_xcache")))
-        text = scraped["text"]
+        text = _exporter_after_closes(cluster, cache, 2)
         served = sum(_metric(text, f"switchyard_xcache_{kind}_bytes") for kind in ("hit", "miss", "bypass"))
         assert _metric(text, "switchyard_xcache_origin_bytes") == len(payload)
         assert 2 * len(payload) <= served <= 2 * (len(payload) + 10 * 2**20), served  # + a prefetch window (10 x 1 MiB)
@@ -328,6 +340,39 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
         costs["exporter"] = {kind: _metric(text, f"switchyard_xcache_{kind}_bytes") for kind in ("hit", "miss", "origin")}
         logs = cluster.kubectl("logs", "-n", namespace, cache["metadata"]["name"], "-c", "xrootd")
         assert "xcache" in logs
+
+        # A real Prometheus on the host scrapes the exporter in the pod, at the pod's address and the
+        # port the README's scrape job keeps (Debian's Prometheus is built without Kubernetes service
+        # discovery, so the job's pod discovery itself is not exercised here).
+        port = next(p["containerPort"] for c in cache["spec"]["containers"] for p in c.get("ports", [])
+                    if p.get("name") == "metrics")
+        job = {"job_name": "switchyard-caches",
+               "static_configs": [{"targets": [f"{cache['status']['podIP']}:{port}"], "labels": {"namespace": namespace}}]}
+        with run_prometheus([], workdir=COSTS.parent, scrape_configs=[job]) as prom:
+            origin_bytes = f'sum(switchyard_xcache_origin_bytes_total{{namespace="{namespace}"}})'
+            prom.wait_for(lambda: prom.value(origin_bytes) == len(payload), timeout=90,
+                          what="the exporter's origin bytes in Prometheus")
+            up = prom.query('up{job="switchyard-caches"}')
+            assert [(r["metric"]["instance"], r["value"][1]) for r in up] == \
+                [(f"{cache['status']['podIP']}:{port}", "1")], up
+
+        # The cache pod deleted: the StatefulSet brings it back on its host, with its disk, and the
+        # file is served again without a byte from the origin (a new exporter: counters from zero).
+        cluster.kubectl("delete", "pod", "-n", namespace, cache["metadata"]["name"], "--wait=true")
+        started = time.monotonic()
+        cache = wait_for(lambda: next((p for p in cluster.kube.list("Pod", namespace)
+                                       if p["metadata"]["name"] == cache["metadata"]["name"]
+                                       and p["metadata"]["uid"] != cache["metadata"]["uid"]
+                                       and all(c["ready"] for c in p["status"].get("containerStatuses", [{"ready": False}]))),
+                                      None), timeout=180, what="the cache pod back and Ready")
+        costs["cache_pod_ready_after_delete_seconds"] = round(time.monotonic() - started, 1)
+        assert cache["spec"]["nodeName"] == CACHE_HOST
+        warm = _read_on_worker(cluster, worker, scheduler, "/data/real.bin")
+        assert all(r["bytes"] == len(payload) and r["sha256"] == digest for r in warm), warm
+        text = _exporter_after_closes(cluster, cache, 2)
+        assert _metric(text, "switchyard_xcache_origin_bytes") == 0, "warm reads after a restart went to the origin"
+        assert _metric(text, "switchyard_xcache_hit_bytes") >= 2 * len(payload)
+        costs["warm_reads_after_restart"] = warm
     finally:
         COSTS.write_text(json.dumps(costs, indent=1))
         print(json.dumps(costs, indent=1))

@@ -80,15 +80,17 @@ class Prometheus:
 
 
 @contextmanager
-def run_prometheus(targets: list[str], workdir: Path | None = None) -> Iterator[Prometheus]:
-    """Start Prometheus scraping `targets` (host:port) every second; stop it afterwards."""
+def run_prometheus(targets: list[str], workdir: Path | None = None,
+                   scrape_configs: list[dict] | None = None) -> Iterator[Prometheus]:
+    """Start Prometheus scraping `targets` (host:port) every second, or with `scrape_configs`
+    as given (each job's interval defaults to the global 1 s); stop it afterwards."""
     if shutil.which("prometheus") is None:
         raise RuntimeError("prometheus is not installed: run hack/install-xrootd.sh")
     base = Path(tempfile.mkdtemp(prefix="switchyard-prom-", dir=workdir))
     config = base / "prometheus.yml"
     config.write_text(json.dumps({  # JSON is YAML
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "switchyard", "static_configs": [{"targets": targets}]}],
+        "scrape_configs": scrape_configs or [{"job_name": "switchyard", "static_configs": [{"targets": targets}]}],
     }))
     port = _free_port()
     log = base / "prometheus.log"
