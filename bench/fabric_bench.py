@@ -390,6 +390,10 @@ def write(results: dict, args, meta: dict, out: pathlib.Path) -> None:
     if plot(results, out / f"{args.name}.png"):
         with open(out / f"{args.name}.md", "a") as md:
             md.write(f"\n![predicted vs measured per uplink]({args.name}.png)\n")
+    if (out / "fabric-notes.md").exists():
+        with open(out / f"{args.name}.md", "a") as md:
+            md.write("\nNotes on these figures, and the model assumptions they contradict: "
+                     "[fabric-notes.md](fabric-notes.md) (hand-written; they name the run they quote).\n")
     print(f"wrote {out / args.name}.md")
 
 
