@@ -18,7 +18,8 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
 PURE = ["api", "topology.py", "planner", "builders", "xrootd", "desired", "conditions.py", "hostpaths.py",
-        "imagepolicy.py", "settings.py", "exporterspec.py", "cachedisk.py", "rampup.py", "render.py"]
+        "imagepolicy.py", "settings.py", "exporterspec.py", "cachedisk.py", "rampup.py", "render.py",
+        "gateway/manifests.py", "gateway/options.py"]
 FORBIDDEN_IN_PURE = ("kopf", "kubernetes", "switchyard.apply", "switchyard.handlers", "urllib3")
 
 
@@ -87,3 +88,11 @@ def test_the_rule_checkers_see_what_they_look_for():
 @pytest.mark.parametrize("path", modules("builders", "metrics.py"), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_builders_and_metrics_do_not_import_the_exporter_runtime(path):
     assert not any(n == "switchyard.exporter" or n.startswith("switchyard.exporter.") for n in imported(path))
+
+
+def test_only_the_gateway_backend_uses_the_async_client():
+    # The dask-gateway backend runs inside dask-gateway-server (an asyncio server), not the
+    # operator: it talks to the API server with the gateway's own async client, alone.
+    users = [str(p.relative_to(PACKAGE)) for p in modules(".")
+             if any(n == "kubernetes_asyncio" or n.startswith("kubernetes_asyncio.") for n in imported(p))]
+    assert users == ["gateway/backend.py"]

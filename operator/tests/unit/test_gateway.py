@@ -1,0 +1,127 @@
+"""The dask-gateway backend's pure parts: options → config, cluster → manifests, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from dask_gateway_server.backends.base import PublicException
+from dask_gateway_server.models import User
+
+from switchyard.gateway import manifests as m
+from switchyard.gateway.backend import SwitchyardBackend, SwitchyardClusterConfig
+from switchyard.gateway.options import GIB, cluster_options
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+def cluster(**over) -> m.GatewayCluster:
+    base = dict(name="c0ffee" * 5 + "ab", namespace="analysis", instance="gw1", username="alice", facility="af",
+                image="ghcr.io/site/dask:1", worker_cores=2, worker_memory_bytes=6 * GIB, api_url="http://gw.analysis:8000/api",
+                template={"readGbps": 0.5, "pool": "xcache", "env": [{"name": "ANALYSIS", "value": "ttbar"}]},
+                environment={"EXTRA": "1"})
+    return m.GatewayCluster(**{**base, **over})
+
+
+ROOT = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dg-c0ffeec0ffeec0ffeec0", "uid": "uid-root"}}
+
+
+def test_the_fleet_is_attached_to_the_facility_and_speaks_tls_to_the_gateway_scheduler():
+    spec = m.fleet_spec(cluster(), replicas=3)
+    assert spec["facilityRef"] == {"name": "af"}
+    assert spec["replicas"] == 3
+    assert spec["dask"] == {"schedulerAddress": "tls://dg-c0ffeec0ffeec0ffeec0-scheduler.analysis:8786", "createScheduler": False}
+    assert (spec["image"], spec["cores"], spec["memoryGiB"]) == ("ghcr.io/site/dask:1", 2, 6.0)
+    # the template supplies what the analyst does not choose
+    assert (spec["readGbps"], spec["pool"]) == (0.5, "xcache")
+    assert spec["env"] == [{"name": "ANALYSIS", "value": "ttbar"}, {"name": "EXTRA", "value": "1"}]
+
+
+def test_the_template_wins_over_the_gateway_environment_for_the_same_variable():
+    spec = m.fleet_spec(cluster(environment={"ANALYSIS": "other", "B": "2"}))
+    assert spec["env"] == [{"name": "ANALYSIS", "value": "ttbar"}, {"name": "B", "value": "2"}]
+
+
+@pytest.mark.parametrize("template", [
+    {"readGbps": 0},                                     # out of the fleet model's bounds
+    {"replicaz": 3},                                     # unknown field
+    {"env": [{"name": "SWITCHYARD_SWITCH", "value": "x"}]},  # the operator's variable
+])
+def test_a_template_the_fleet_model_refuses_is_refused_before_any_write(template):
+    with pytest.raises(ValueError):
+        m.fleet_spec(cluster(template=template))
+
+
+def test_every_child_is_owned_by_the_root_secret_and_labelled_with_instance_and_cluster():
+    kids = m.children(cluster(), ROOT)
+    assert [k["kind"] for k in kids] == ["WorkerFleet", "Deployment", "Service"]
+    for k in kids:
+        assert k["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Secret", "name": ROOT["metadata"]["name"],
+                                                     "uid": "uid-root", "blockOwnerDeletion": True}]
+        assert k["metadata"]["labels"][m.INSTANCE_LABEL] == "gw1"
+        assert k["metadata"]["labels"][m.CLUSTER_LABEL] == cluster().name
+        assert k["metadata"]["namespace"] == "analysis"
+    assert m.children(cluster(), ROOT) == kids  # deterministic
+
+
+def test_the_scheduler_runs_the_gateway_preload_over_tls_and_takes_its_token_from_the_secret():
+    deployment, service = m.scheduler(cluster(idle_timeout=600, adaptive_period=2.5))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    argv = container["command"] + container["args"]
+    assert argv[:2] == ["dask", "scheduler"]
+    assert argv[argv.index("--protocol") + 1] == "tls"
+    assert argv[argv.index("--preload") + 1] == "dask_gateway.scheduler_preload"
+    assert argv[argv.index("--dg-idle-timeout") + 1] == "600"
+    assert argv[argv.index("--dg-adaptive-period") + 1] == "2.5"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["DASK_GATEWAY_API_TOKEN"] == {"name": "DASK_GATEWAY_API_TOKEN", "valueFrom": {
+        "secretKeyRef": {"name": "dg-c0ffeec0ffeec0ffeec0", "key": "api-token"}}}
+    assert env["DASK_GATEWAY_API_URL"]["value"] == "http://gw.analysis:8000/api"
+    assert env["DASK_DISTRIBUTED__COMM__TLS__SCHEDULER__KEY"]["value"] == "/etc/dask-credentials/dask.pem"
+    volume = deployment["spec"]["template"]["spec"]["volumes"][0]
+    assert volume["secret"]["secretName"] == "dg-c0ffeec0ffeec0ffeec0"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert [p["port"] for p in service["spec"]["ports"]] == [8786, 8787, 8788]
+
+
+def test_the_token_and_key_live_in_the_root_secret_only():
+    c = cluster()
+    secret = m.credentials(c, b"CERT", b"KEY", TOKEN)
+    assert secret["stringData"] == {"dask.crt": "CERT", "dask.pem": "KEY", "api-token": TOKEN}
+    assert secret["metadata"]["name"] == m.base_name(c)
+    others = json.dumps(m.children(c, ROOT))
+    assert TOKEN not in others and "KEY" not in others.replace("SCHEDULER__KEY", "").replace('"key"', "")
+
+
+@pytest.mark.parametrize("requested, limit, expected", [(50, None, 50), (50, 20, 20), (-1, 5, 0), (0, 0, 0)])
+def test_a_heartbeat_count_is_held_to_the_cluster_limit(requested, limit, expected):
+    assert m.worker_count(requested, limit) == expected
+
+
+def test_options_limit_the_image_to_the_allowlist_and_give_memory_in_bytes():
+    opts = cluster_options(["img:a", "img:b"], ["default", "wide"], max_cores=8, max_memory_gib=32)
+    chosen = opts.parse_options({"worker_cores": 4, "worker_memory": 8, "image": "img:b", "template": "wide"})
+    assert opts.get_configuration(chosen, User("alice")) == {
+        "worker_cores": 4, "worker_memory": 8 * GIB, "image": "img:b", "template": "wide"}
+    defaults = opts.parse_options({})
+    assert (defaults["image"], defaults["template"], defaults["worker_cores"]) == ("img:a", "default", 1)
+    for bad in ({"image": "evil:latest"}, {"worker_cores": 9}, {"worker_memory": 64.5}, {"template": "nope"}, {"gpu": 1}):
+        with pytest.raises((ValueError, TypeError)):
+            opts.parse_options(bad)
+
+
+def test_the_gateway_limits_on_cores_and_memory_bound_the_workers():
+    cfg = SwitchyardClusterConfig(worker_cores=2, worker_memory=4 * GIB, scheduler_cores=1, scheduler_memory=GIB,
+                                  cluster_max_cores=9, cluster_max_memory=100 * GIB)
+    assert cfg.cluster_max_workers == 4   # (9 - 1) // 2 cores; memory allows 24
+    cfg = SwitchyardClusterConfig(worker_cores=1, worker_memory=4 * GIB, scheduler_memory=GIB, cluster_max_memory=9 * GIB)
+    assert cfg.cluster_max_workers == 2
+
+
+def test_an_option_over_the_limit_is_the_gateways_own_public_error():
+    backend = SwitchyardBackend(images=["img:a"], max_worker_cores=4)
+    with pytest.raises(PublicException, match="worker_cores"):
+        asyncio.run(backend.process_cluster_options(User("alice"), {"worker_cores": 5}))
+    options, cfg = asyncio.run(backend.process_cluster_options(User("alice"), {"worker_cores": 3}))
+    assert (cfg.worker_cores, cfg.image, cfg.template) == (3, "img:a", "default")
