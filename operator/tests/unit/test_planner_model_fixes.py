@@ -68,3 +68,16 @@ def test_workers_beyond_one_per_nic_bound_node_stay_unplaced():
     result = plan(topo, [pool(serve=45, maxHostsPerSwitch=3)], [fleet(replicas=6, cores=8, memory=8, read=40)])
     assert result.unplaced == {"f": 2}
     assert result.predicted_gbps == pytest.approx(100)
+
+
+def test_the_baselines_place_a_worker_faster_than_its_nic_too():
+    """The default scheduler and a random placement are judged by the same rule: one 40 Gbps reader per
+    25 Gbps node, reading at 25."""
+    from switchyard.planner import baselines
+
+    topo = topology([switch("s0", 400, nodes("cache", count=3, cpu=6, memory=64, nic=100, nvme=2),
+                            nodes("w", count=4, cpu=64, memory=256, nic=25))])
+    pools, fleets = [pool(serve=45, maxHostsPerSwitch=3)], [fleet(replicas=4, cores=8, memory=8, read=40)]
+    for result in (baselines.default_scheduler(topo, pools, fleets), baselines.random_placement(topo, pools, fleets, seed=0)):
+        assert result.unplaced == {}
+        assert result.predicted_gbps == pytest.approx(100)
