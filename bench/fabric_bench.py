@@ -26,6 +26,7 @@ import pathlib
 import platform
 import signal
 import statistics
+import subprocess
 import sys
 import time
 
@@ -178,6 +179,9 @@ def report(results: dict, args, meta: dict) -> str:
         f"- 1-minute load average at start {meta.get('load_start', float('nan')):.2f}, at end "
         f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
         f"finished {meta.get('finished', '?')}",
+        f"- planner: the working tree at the run's start, commit {meta.get('head', '?')}"
+        + (" with uncommitted planner changes" if meta.get("planner_changed") else "")
+        + (f" ({meta['note']})" if meta.get("note") else ""),
         "",
     ]
     for case, by in results.items():
@@ -348,7 +352,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     down(PREFIX + TAG + "-")
     started = time.monotonic()
-    meta = {"load_start": os.getloadavg()[0]}
+    meta = {"load_start": os.getloadavg()[0], **code_version()}
     results: dict = {}
 
     def save() -> None:
@@ -383,6 +387,15 @@ def main() -> int:
     save()
     write(results, args, meta, out)
     return 0
+
+
+def code_version() -> dict:
+    """Which planner judged the placements: the commit, and whether its files differed from it."""
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+    return {"head": git("rev-parse", "--short", "HEAD") or "?",
+            "planner_changed": bool(git("status", "--porcelain", "operator/switchyard/planner"))}
 
 
 def write(results: dict, args, meta: dict, out: pathlib.Path) -> None:
