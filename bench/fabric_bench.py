@@ -54,9 +54,9 @@ CPU_LIMIT = 0.75          # fraction of all cores busy above which a window is i
 TAG = "b"
 
 
-def load_case(name: str):
-    tf = load_topology(yaml.safe_load((ROOT / f"bench/topologies/{name}.yaml").read_text()), name)
-    doc = yaml.safe_load((ROOT / f"bench/topologies/{name}-facility.yaml").read_text())
+def load_case(name: str, where: pathlib.Path = ROOT / "bench" / "topologies"):
+    tf = load_topology(yaml.safe_load((where / f"{name}.yaml").read_text()), name)
+    doc = yaml.safe_load((where / f"{name}-facility.yaml").read_text())
     spec = AnalysisFacilitySpec.model_validate(doc["spec"])
     topology = snapshot(tf.node_infos(), spec.network)
     # Warm caches: the fills missRatio stands for are not emulated, so predict without them.
@@ -321,6 +321,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", default="fabric-netbound:4,chicago:1.5,nebraska:1.5",
                         help="case[:scale],...: bench/topologies/<case>.yaml and <case>-facility.yaml")
+    parser.add_argument("--topologies", default=str(ROOT / "bench" / "topologies"),
+                        help="where <case>.yaml and <case>-facility.yaml are")
     parser.add_argument("--placements", default="a,b,c", help="which of a, b, c to run")
     parser.add_argument("--scale", type=float, default=1.5, help="Mbit/s per model Gbps, where a case names none")
     parser.add_argument("--window", type=float, default=20.0)
@@ -368,7 +370,7 @@ def main() -> int:
             case, _, scale = item.partition(":")
             scale = float(scale) if scale else args.scale
             args.scales[case] = scale
-            topology, pools, fleets, routing = load_case(case)
+            topology, pools, fleets, routing = load_case(case, pathlib.Path(args.topologies))
             results[case] = {}
             for name, chosen in placements(topology, pools, fleets, routing).items():
                 if name[0] not in args.placements.split(","):
