@@ -1,0 +1,226 @@
+"""dask-gateway with switchyard's backend, driven by the real client as an analyst does.
+
+A real `dask-gateway-server` process runs `switchyard.gateway.backend.SwitchyardBackend`
+against the local cluster; `dask_gateway.Gateway` asks it for clusters. Pods on kwok
+nodes do not run, so the scheduler the backend generates is run here for real from its
+Deployment's pod spec (its environment, its Secret's files where the kubelet would
+mount them; only the listening ports change), as test_dask_worker.py runs a worker: it
+speaks TLS through the gateway's proxy and heartbeats the gateway, which turns
+`scale`/`adapt` into the WorkerFleet's replicas.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+from facilities import facility
+from support import wait_for
+from test_dask_worker import wait_port
+
+pytestmark = pytest.mark.e2e
+BIN = pathlib.Path(sys.executable).parent
+INSTANCE = "e2e-gw"
+SELECT = {"gateway.dask.org/instance": INSTANCE}
+IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gateway_config(path: pathlib.Path, namespace: str, port: int) -> None:
+    path.write_text(f"""
+c.DaskGateway.backend_class = "switchyard.gateway.backend.SwitchyardBackend"
+c.DaskGateway.address = "127.0.0.1:0"
+c.Proxy.address = "127.0.0.1:{port}"
+c.SwitchyardBackend.namespace = {namespace!r}
+c.SwitchyardBackend.facility = "af"
+c.SwitchyardBackend.gateway_instance = {INSTANCE!r}
+c.SwitchyardBackend.images = [{IMAGE!r}]
+c.SwitchyardBackend.fleet_templates = {{"default": {{"readGbps": 0.5}}, "tolerant": {{"readGbps": 1, "tolerations": []}}}}
+c.SwitchyardBackend.max_worker_cores = 4
+c.SwitchyardBackend.max_clusters_per_user = 1
+c.SwitchyardBackend.cluster_heartbeat_period = 2
+c.SwitchyardClusterConfig.adaptive_period = 1
+c.SwitchyardClusterConfig.cluster_max_cores = 60
+""")
+
+
+class SchedulerRunner(threading.Thread):
+    """Runs every scheduler Deployment the backend makes, as its pod would run (kwok nodes run nothing)."""
+
+    def __init__(self, cluster, namespace: str, workdir: pathlib.Path):
+        super().__init__(daemon=True)
+        self.cluster, self.namespace, self.workdir = cluster, namespace, workdir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.argv: dict[str, list[str]] = {}
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            for dep in self.cluster.kube.list("Deployment", self.namespace,
+                                              {**SELECT, "app.kubernetes.io/component": "scheduler"}):
+                if dep["metadata"]["name"] not in self.procs and not dep["metadata"].get("deletionTimestamp"):
+                    self.launch(dep)
+            time.sleep(0.5)
+
+    def launch(self, dep: dict) -> None:
+        name = dep["metadata"]["name"]
+        pod = dep["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        (volume,) = pod["volumes"]
+        (mount,) = container["volumeMounts"]
+        secret = self.cluster.kube.get("Secret", self.namespace, volume["secret"]["secretName"])
+        files = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+        creds = self.workdir / name
+        creds.mkdir()
+        for key, data in files.items():
+            (creds / key).write_bytes(data)
+        env = {}
+        for var in container["env"]:
+            if "value" in var:
+                env[var["name"]] = var["value"].replace(mount["mountPath"], str(creds))
+            else:
+                ref = var["valueFrom"]["secretKeyRef"]
+                assert ref["name"] == secret["metadata"]["name"]
+                env[var["name"]] = files[ref["key"]].decode()
+        argv = container["command"] + container["args"]
+        assert argv[:2] == ["dask", "scheduler"]
+        ports = {"--port": "0", "--dashboard-address": ":0", "--dg-api-address": "0.0.0.0:0"}  # only the ports change
+        local = [str(BIN / "dask")] + [ports.get(argv[i - 1], a) if i else a for i, a in enumerate(argv)][1:]
+        self.argv[name] = argv
+        log = (self.workdir / f"scheduler-{name}.log").open("w")
+        self.procs[name] = subprocess.Popen(local, env={"PATH": os.environ["PATH"], "HOME": str(self.workdir), **env},
+                                            stdout=log, stderr=subprocess.STDOUT)
+
+    def close(self):
+        self.stop.set()
+        self.join(timeout=5)
+        for proc in self.procs.values():
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def owned_objects(cluster, namespace: str) -> dict[str, list[str]]:
+    """Every object the gateway's clusters made (by label) and every worker pod and Deployment of their fleets."""
+    out = {kind: sorted(o["metadata"]["name"] for o in cluster.kube.list(kind, namespace, SELECT))
+           for kind in ("Secret", "WorkerFleet", "Deployment", "Service")}
+    out["fleet pods"] = sorted(p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace)
+                               if p["metadata"].get("labels", {}).get("switchyard.dev/fleet", "").startswith("dg-"))
+    out["fleet deployments"] = sorted(d["metadata"]["name"] for d in cluster.kube.list("Deployment", namespace)
+                                      if d["metadata"]["name"].startswith("dg-"))
+    return {k: v for k, v in out.items() if v}
+
+
+def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, namespace):
+    from dask_gateway import BasicAuth, Gateway
+
+    af = facility(workers=0)
+    af["metadata"]["namespace"] = namespace
+    af["spec"]["fleets"] = []
+    cluster.kube.apply(af)
+
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="sy-gateway-"))
+    port = free_port()
+    gateway_config(workdir / "config.py", namespace, port)
+    server_log = (workdir / "gateway.log").open("w")
+    server = subprocess.Popen([str(BIN / "dask-gateway-server"), "-f", str(workdir / "config.py")], cwd=workdir,
+                              env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+                              stdout=server_log, stderr=subprocess.STDOUT)
+    runner = SchedulerRunner(cluster, namespace, workdir)
+    runner.start()
+    try:
+        wait_port(port, timeout=60)
+        alice = Gateway(f"http://127.0.0.1:{port}", auth=BasicAuth("alice", "x"))
+        bob = Gateway(f"http://127.0.0.1:{port}", auth=BasicAuth("bob", "x"))
+        # An option beyond the admin's bounds is the gateway's own error, and nothing is made.
+        # (`submit` is new_cluster's first half: a failing new_cluster leaves a client whose
+        # finaliser deadlocks dask_gateway's IO loop thread.)
+        with pytest.raises(ValueError, match="worker_cores"):
+            alice.submit(worker_cores=8)
+        assert owned_objects(cluster, namespace) == {}
+
+        gc = alice.new_cluster(worker_cores=1, worker_memory=1)
+        try:
+            (fleet,) = cluster.kube.list("WorkerFleet", namespace, SELECT)
+            (root,) = cluster.kube.list("Secret", namespace, SELECT)
+            assert fleet["spec"]["facilityRef"] == {"name": "af"}
+            assert fleet["spec"]["dask"]["schedulerAddress"].startswith("tls://")
+            assert (fleet["spec"]["cores"], fleet["spec"]["memoryGiB"], fleet["spec"]["readGbps"]) == (1, 1, 0.5)
+            assert fleet["metadata"]["ownerReferences"][0]["uid"] == root["metadata"]["uid"]
+            name = fleet["metadata"]["name"]
+            # The facility takes the new fleet into its plan.
+            wait_for(lambda: cluster.kube.get("WorkerFleet", namespace, name).get("status", {}).get("plan"),
+                     what="the facility's plan for the gateway fleet")
+
+            # The user's cluster limit: refused by the gateway, nothing more made.
+            with pytest.raises(ValueError, match="limit of 1"):
+                alice.submit()
+            assert [f["metadata"]["name"] for f in cluster.kube.list("WorkerFleet", namespace, SELECT)] == [name]
+            assert len(cluster.kube.list("Secret", namespace, SELECT)) == 1
+            # ...but it is per user.
+            assert [c.name for c in bob.list_clusters()] == []
+
+            # scale(50): the fleet's replicas (its scale subresource), placed on the switches as planned.
+            gc.scale(50)
+
+            def placed(n):
+                wf = cluster.kube.get("WorkerFleet", namespace, name)
+                status = wf.get("status") or {}
+                if wf["spec"]["replicas"] != n or status.get("replicas") != n:
+                    return None
+                pods = [p for p in cluster.kube.list("Pod", namespace, {"switchyard.dev/fleet": name})
+                        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+                return (wf, pods) if len(pods) == n else None
+            wf, pods = wait_for(lambda: placed(50), timeout=180, what="50 gateway workers placed")
+            planned = {s["switch"]: s["desired"] for s in wf["status"]["switches"] if s["desired"]}
+            running: dict[str, int] = {}
+            for pod in pods:
+                switch = pod["metadata"]["labels"]["switchyard.dev/switch"]
+                running[switch] = running.get(switch, 0) + 1
+            assert running == planned and sum(planned.values()) == 50
+            assert len(planned) > 1, planned  # spread over switches by the plan
+            wait_for(lambda: cluster.kube.get("AnalysisFacility", namespace, "af")["status"].get("workers") == 50,
+                     what="the facility's plan counting the 50 gateway workers")
+            assert cluster.kubectl("get", "workerfleet", name, "-n", namespace,
+                                   "-o", "jsonpath={.status.replicas}") == "50"
+
+            # adapt(): the scheduler's adaptive loop (nothing to do: the minimum) sets the replicas.
+            gc.adapt(minimum=2, maximum=50)
+            wait_for(lambda: placed(2), timeout=120, what="adapt scaling the idle fleet down to its minimum, 2")
+        finally:
+            gc.shutdown()
+        wait_for(lambda: owned_objects(cluster, namespace) == {}, timeout=120,
+                 what="every object of the gateway cluster gone after shutdown")
+        assert alice.list_clusters() == []
+        alice.close()
+        bob.close()
+    finally:
+        runner.close()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        server_log.close()
+        logs = pathlib.Path(os.environ.get("SWITCHYARD_E2E_LOGS", tempfile.gettempdir())) / "sy-gateway-logs"
+        shutil.rmtree(logs, ignore_errors=True)
+        shutil.copytree(workdir, logs, ignore=shutil.ignore_patterns("dg-*"))
+        shutil.rmtree(workdir, ignore_errors=True)
+        print(f"gateway logs: {logs}")
