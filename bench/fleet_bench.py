@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = workdir / "logs"
     logs.mkdir(exist_ok=True)
     base = localcluster.port_base(NAME)
-    op = start_process([PY, "-m", "switchyard.cli", "run", "--kubeconfig", str(kubeconfig),
+    op = start_process([*localcluster.operator_command(PY), "run", "--kubeconfig", str(kubeconfig),
                         "--metrics-port", str(base + 8), "--health-port", "0"], logs / "switchyard.log")
     rss = RssSampler(op.pid)
     rss.start()

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     localcluster.down(NAME)
     kubeconfig = localcluster.up(NAME, TOPOLOGY, config=config)
     localcluster.install_crds(NAME)
-    proc = start_process([PY, "-m", "switchyard.cli", "run", "--kubeconfig", str(kubeconfig),
+    proc = start_process([*localcluster.operator_command(PY), "run", "--kubeconfig", str(kubeconfig),
                           "--metrics-port", "0", "--health-port", "0"], workdir / "operator.log")
     try:
         localcluster.kubectl(NAME, "apply", "-f", str(ROOT / "examples" / "facility.yaml"))

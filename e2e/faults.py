@@ -13,7 +13,6 @@ import os
 import pathlib
 import signal
 import subprocess
-import sys
 import time
 
 import localcluster
@@ -47,7 +46,7 @@ class Operator:
             log.write(f"=== switchyard run, start {self.starts + 1}\n")
             log.flush()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(self.kubeconfig),
+                [*localcluster.operator_command(), "run", "--kubeconfig", str(self.kubeconfig),
                  "-n", self.namespace, "--metrics-port", "0", "--health-port", "0"],
                 stdout=log, stderr=subprocess.STDOUT, env=self.env)
         self.starts += 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
-import sys
 import uuid
 
 import localcluster
@@ -41,7 +40,7 @@ def start_operator(kubeconfig: pathlib.Path, log_path: pathlib.Path, *args: str,
     environ = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10",
                "SWITCHYARD_DISK_READ_SECONDS": "3", **env}
     with log_path.open("w") as log:
-        return subprocess.Popen([sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(kubeconfig),
+        return subprocess.Popen([*localcluster.operator_command(), "run", "--kubeconfig", str(kubeconfig),
                                  "--metrics-port", "0", "--health-port", "0", *args],
                                 stdout=log, stderr=subprocess.STDOUT, env=environ)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
-import sys
 
 import localcluster
 import pytest
@@ -128,7 +127,7 @@ def test_chart_install_run_with_its_rbac_and_uninstall(cluster, namespace, facil
         env = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10"}
         env.pop("KUBECONFIG", None)
         with log_path.open("w") as log:
-            operator = subprocess.Popen([sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(kubeconfig),
+            operator = subprocess.Popen([*localcluster.operator_command(), "run", "--kubeconfig", str(kubeconfig),
                                          "--metrics-port", "0", "--health-port", "0", *args],
                                         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

@@ -13,11 +13,11 @@ import pathlib
 
 import pytest
 import yaml
-from kubernetes.utils import parse_quantity
 
 import localcluster
 from support import TOPOLOGY, wait_ready
 from switchyard.render import render_files
+from switchyard.topology import parse_quantity
 
 pytestmark = pytest.mark.e2e
 

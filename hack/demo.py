@@ -45,7 +45,7 @@ def start_operator(kubeconfig: pathlib.Path) -> None:
     env = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "3"}
     with LOGFILE.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(kubeconfig),
+            [*localcluster.operator_command(), "run", "--kubeconfig", str(kubeconfig),
              "--metrics-port", str(METRICS_PORT), "--health-port", "8081"],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     PIDFILE.write_text(str(proc.pid))

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 from urllib.parse import quote, urlencode
 
-import kubernetes
 import urllib3
 
 from .api import GROUP, KINDS, VERSION
 from .api.plans import PLAN_FIELD_MANAGER
+from .kubeconfig import Connection, load
 
 FIELD_MANAGER = "switchyard"
 OWNER_UID_LABEL = "switchyard.dev/owner-uid"
@@ -71,35 +71,28 @@ class ApiError(Exception):
 class Kube:
     """A small client for the calls switchyard makes (SSA, get, list, delete)."""
 
-    def __init__(self, api_client: kubernetes.client.ApiClient | None = None):
-        self.api = api_client or kubernetes.client.ApiClient()
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.pool = connection.pool()
 
     @classmethod
     def from_environment(cls, kubeconfig: str | None = None) -> "Kube":
-        try:
-            kubernetes.config.load_incluster_config()
-            cfg = kubernetes.client.Configuration.get_default_copy()
-        except kubernetes.config.ConfigException:
-            cfg = kubernetes.client.Configuration()
-            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        return cls(kubernetes.client.ApiClient(cfg))
+        """In-cluster (the pod's service account), else the kubeconfig's current context."""
+        return cls(load(kubeconfig))
 
     # ------------------------------------------------------------ transport
     def request(self, method: str, path: str, body: object = None, query: Mapping | None = None,
                 content_type: str = "application/json", timeout: float = 30) -> dict:
-        cfg = self.api.configuration
-        url = cfg.host + path + ("?" + urlencode(query) if query else "")
+        url = self.connection.host + path + ("?" + urlencode(query) if query else "")
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": "switchyard"}
-        token = bearer_token(cfg)
-        if token:
-            headers["Authorization"] = token
-        # Straight to the client's urllib3 pool (TLS and certificates already
-        # configured): JSON bytes suit JSON, merge-patch and apply-patch alike,
-        # whatever the client library's own serialisation rules are.
+        # JSON bytes suit JSON, merge-patch and apply-patch alike.
         data = json.dumps(body).encode() if body is not None else None
         try:
-            resp = self.api.rest_client.pool_manager.request(
-                method, url, body=data, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=True)
+            token = self.connection.authorization()
+            if token:
+                headers["Authorization"] = token
+            resp = self.pool.request(method, url, body=data, headers=headers, timeout=urllib3.Timeout(total=timeout),
+                                     preload_content=True)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             # An unreachable API server is an API error like any other: retried, never fatal.
             raise ApiError(0, "Unreachable", str(exc)) from exc
@@ -175,25 +168,6 @@ class Kube:
             if exc.status in (404, 409):
                 return False
             raise
-
-
-def bearer_token(cfg: kubernetes.client.Configuration) -> str | None:
-    """The Authorization header value, wherever this client version keeps the token.
-
-    The kubeconfig and in-cluster loaders store it under 'authorization'
-    (with its 'Bearer' prefix); some client versions' auth_settings() only
-    look under 'BearerToken'. Refresh hooks (expiring tokens) run first.
-    """
-    if cfg.refresh_api_key_hook is not None:
-        cfg.refresh_api_key_hook(cfg)
-    token = cfg.api_key.get("authorization")
-    if token:
-        return token
-    token = cfg.api_key.get("BearerToken")
-    if not token:
-        return None
-    prefix = cfg.api_key_prefix.get("BearerToken")
-    return f"{prefix} {token}" if prefix else token
 
 
 def owner_reference(owner: Mapping) -> dict:
