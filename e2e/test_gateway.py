@@ -25,7 +25,7 @@ import pytest
 
 from facilities import facility
 from support import wait_for
-from test_dask_worker import wait_port
+from test_dask_worker import expand, pod_environment, wait_port
 
 pytestmark = pytest.mark.e2e
 BIN = pathlib.Path(sys.executable).parent
@@ -67,6 +67,7 @@ class SchedulerRunner(threading.Thread):
         self.cluster, self.namespace, self.workdir = cluster, namespace, workdir
         self.procs: dict[str, subprocess.Popen] = {}
         self.argv: dict[str, list[str]] = {}
+        self.logs: dict[str, pathlib.Path] = {}
         self.stop = threading.Event()
 
     def run(self):
@@ -102,9 +103,17 @@ class SchedulerRunner(threading.Thread):
         ports = {"--port": "0", "--dashboard-address": ":0", "--dg-api-address": "0.0.0.0:0"}  # only the ports change
         local = [str(BIN / "dask")] + [ports.get(argv[i - 1], a) if i else a for i, a in enumerate(argv)][1:]
         self.argv[name] = argv
-        log = (self.workdir / f"scheduler-{name}.log").open("w")
+        self.logs[name] = self.workdir / f"scheduler-{name}.log"
+        log = self.logs[name].open("w")
         self.procs[name] = subprocess.Popen(local, env={"PATH": os.environ["PATH"], "HOME": str(self.workdir), **env},
                                             stdout=log, stderr=subprocess.STDOUT)
+
+    def address(self, name: str) -> str | None:
+        """Where the scheduler really listens (its pod's Service stands for it in the cluster)."""
+        for line in self.logs[name].read_text().splitlines():
+            if "Scheduler at:" in line:
+                return line.split("Scheduler at:")[1].strip()
+        return None
 
     def close(self):
         self.stop.set()
@@ -115,6 +124,25 @@ class SchedulerRunner(threading.Thread):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def run_worker(cluster, namespace: str, pod: dict, scheduler: str, workdir: pathlib.Path) -> subprocess.Popen:
+    """A generated worker pod, run for real: its command, environment and TLS Secret files; only the address changes."""
+    container = pod["spec"]["containers"][0]
+    (mount,) = container["volumeMounts"]
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+    secret = cluster.kube.get("Secret", namespace, volume["secret"]["secretName"])
+    files = workdir / pod["metadata"]["name"]
+    files.mkdir()
+    for key, data in secret["data"].items():
+        (files / key).write_bytes(base64.b64decode(data))
+    env = {k: v.replace(mount["mountPath"], str(files)) for k, v in pod_environment(pod).items()}
+    argv = [expand(a, env) for a in container["command"] + container["args"]]
+    assert argv[:2] == ["dask", "worker"] and argv[2].startswith("tls://")
+    argv = [str(BIN / "dask"), "worker", scheduler, *argv[3:]]
+    log = (workdir / f"worker-{pod['metadata']['name']}.log").open("w")
+    return subprocess.Popen(argv, env={"PATH": os.environ["PATH"], "HOME": str(workdir), **env},
+                            stdout=log, stderr=subprocess.STDOUT)
 
 
 def owned_objects(cluster, namespace: str) -> dict[str, list[str]]:
@@ -200,6 +228,23 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
                      what="the facility's plan counting the 50 gateway workers")
             assert cluster.kubectl("get", "workerfleet", name, "-n", namespace,
                                    "-o", "jsonpath={.status.replicas}") == "50"
+
+            # A generated worker pod, run for real, joins the cluster's TLS scheduler and computes.
+            (dep,) = cluster.kube.list("Deployment", namespace, {**SELECT, "app.kubernetes.io/component": "scheduler"})
+            address = wait_for(lambda: runner.address(dep["metadata"]["name"]), timeout=30, what="the scheduler's address")
+            worker = run_worker(cluster, namespace, pods[0], address, workdir)
+            try:
+                with gc.get_client() as client:
+                    def joined():
+                        return [w for w in client.scheduler_info()["workers"].values()
+                                if w.get("name") == pods[0]["metadata"]["name"]]
+                    wait_for(joined, timeout=90, what="the generated worker joining over TLS under its pod name")
+                    assert client.submit(sum, [1, 2, 39], pure=False).result(timeout=60) == 42
+                    assert client.run(lambda: __import__("os").environ["SWITCHYARD_SWITCH"]) == {
+                        a: pods[0]["metadata"]["labels"]["switchyard.dev/switch"] for a in client.scheduler_info()["workers"]}
+            finally:
+                worker.terminate()
+                worker.wait(timeout=30)
 
             # adapt(): the scheduler's adaptive loop (nothing to do: the minimum) sets the replicas.
             gc.adapt(minimum=2, maximum=50)

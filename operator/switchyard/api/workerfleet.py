@@ -45,12 +45,22 @@ class Dask(Model):
             "dask needs exactly one of schedulerAddress or createScheduler: true",
             ".schedulerAddress",
         ),
+        cel(
+            "!has(self.tlsSecret) || (has(self.schedulerAddress) && self.schedulerAddress.startsWith('tls://'))",
+            "tlsSecret needs a tls:// schedulerAddress",
+            ".tlsSecret",
+        ),
     )
 
     scheduler_address: Annotated[str, StringConstraints(max_length=260, pattern=rf"^(tcp|tls)://{DNS_NAME_PATTERN}:{PORT_PATTERN}$")] | None = Field(
         default=None, description="Address of an existing Dask scheduler, e.g. tcp://scheduler.ns:8786.",
     )
     create_scheduler: bool = Field(default=False, description="Run a scheduler (Deployment and Service, dashboard on 8787) for this fleet.")
+    tls_secret: DnsLabel | None = Field(
+        default=None,
+        description="Secret holding dask.crt and dask.pem (as dask-gateway's cluster credentials do): the workers "
+                    "speak TLS with that pair, trusting dask.crt as the CA, and refuse unencrypted comms.",
+    )
 
 
 class TaskVine(Model):

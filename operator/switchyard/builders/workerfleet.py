@@ -144,6 +144,19 @@ def jitter_container(spec: WorkerFleetSpec, helper_image: str) -> dict:
     }
 
 
+TLS_MOUNT = "/etc/dask-tls"
+
+
+def tls_env(spec: WorkerFleetSpec) -> list[dict]:
+    """Dask's TLS settings for workers given dask.tlsSecret (the pair mounted at TLS_MOUNT), else nothing."""
+    if spec.dask is None or not spec.dask.tls_secret:
+        return []
+    return [{"name": "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION", "value": "True"},
+            {"name": "DASK_DISTRIBUTED__COMM__TLS__CA_FILE", "value": f"{TLS_MOUNT}/dask.crt"},
+            {"name": "DASK_DISTRIBUTED__COMM__TLS__WORKER__CERT", "value": f"{TLS_MOUNT}/dask.crt"},
+            {"name": "DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY", "value": f"{TLS_MOUNT}/dask.pem"}]
+
+
 def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, switch: str, count: int,
                             switch_label: str, plan: FleetPlan, *, helper_image: str,
                             staging_env: Sequence[dict] = (), group: str = "", routing: str | None = None) -> dict:
@@ -160,6 +173,7 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
         *cache_env(plan, namespace, switch, routing),
         *staging_env,  # builders.s3staging.staging_env: keys as Secret references only
         *({"name": e.name, "value": e.value} for e in spec.env),
+        *tls_env(spec),
     ]
     command = worker_command(fleet, namespace, spec)
     if spec.dask is not None and plan.pool:
@@ -173,6 +187,9 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
         "resources": {"requests": resources, "limits": resources},
         "securityContext": restricted_security_context(),
     }
+    tls = spec.dask.tls_secret if spec.dask is not None else None
+    if tls:
+        container["volumeMounts"] = [{"name": "dask-tls", "mountPath": TLS_MOUNT, "readOnly": True}]
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": pod_labels},
@@ -188,6 +205,7 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
                     "enableServiceLinks": False,
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
+                    **({"volumes": [{"name": "dask-tls", "secret": {"secretName": tls}}]} if tls else {}),
                     **({"initContainers": [jitter_container(spec, helper_image)]} if spec.ramp_up.jitter_seconds else {}),
                 },
             },

@@ -100,7 +100,7 @@ def fleet_spec(cluster: GatewayCluster, replicas: int = 0) -> dict:
         "image": cluster.image,
         "cores": cluster.worker_cores,
         "memoryGiB": memory_gib(cluster.worker_memory_bytes),
-        "dask": {"schedulerAddress": scheduler_address(cluster)},
+        "dask": {"schedulerAddress": scheduler_address(cluster), "tlsSecret": base_name(cluster)},
         "env": env,
     }
     return WorkerFleetSpec.model_validate(body).model_dump(by_alias=True, exclude_none=True, mode="json")

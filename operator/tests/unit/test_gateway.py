@@ -31,7 +31,9 @@ def test_the_fleet_is_attached_to_the_facility_and_speaks_tls_to_the_gateway_sch
     spec = m.fleet_spec(cluster(), replicas=3)
     assert spec["facilityRef"] == {"name": "af"}
     assert spec["replicas"] == 3
-    assert spec["dask"] == {"schedulerAddress": "tls://dg-c0ffeec0ffeec0ffeec0-scheduler.analysis:8786", "createScheduler": False}
+    # the workers speak TLS with the cluster's own pair, from the root Secret
+    assert spec["dask"] == {"schedulerAddress": "tls://dg-c0ffeec0ffeec0ffeec0-scheduler.analysis:8786", "createScheduler": False,
+                            "tlsSecret": "dg-c0ffeec0ffeec0ffeec0"}
     assert (spec["image"], spec["cores"], spec["memoryGiB"]) == ("ghcr.io/site/dask:1", 2, 6.0)
     # the template supplies what the analyst does not choose
     assert (spec["readGbps"], spec["pool"]) == (0.5, "xcache")
@@ -125,3 +127,36 @@ def test_an_option_over_the_limit_is_the_gateways_own_public_error():
         asyncio.run(backend.process_cluster_options(User("alice"), {"worker_cores": 5}))
     options, cfg = asyncio.run(backend.process_cluster_options(User("alice"), {"worker_cores": 3}))
     assert (cfg.worker_cores, cfg.image, cfg.template) == (3, "img:a", "default")
+
+
+def test_gateway_workers_mount_the_clusters_pair_and_speak_only_tls():
+    from switchyard.api.plans import FleetPlan
+    from switchyard.api.workerfleet import WorkerFleetSpec
+    from switchyard.builders.workerfleet import build_fleet
+
+    spec = WorkerFleetSpec.model_validate(m.fleet_spec(cluster(), replicas=3))
+    plan = FleetPlan.model_validate({"facility": "af", "switchLabel": "switchyard.dev/switch", "workers": {"sw1": 3}})
+    (deployment,) = build_fleet(m.base_name(cluster()), "analysis", spec, plan, helper_image="img:1")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "dask-tls", "secret": {"secretName": "dg-c0ffeec0ffeec0ffeec0"}}]
+    (container,) = pod["containers"]
+    assert container["volumeMounts"] == [{"name": "dask-tls", "mountPath": "/etc/dask-tls", "readOnly": True}]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "True"
+    assert env["DASK_DISTRIBUTED__COMM__TLS__WORKER__KEY"] == "/etc/dask-tls/dask.pem"
+    assert container["args"][1].startswith("tls://")
+    # a fleet without tlsSecret gets none of it
+    plain = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "dask": {"schedulerAddress": "tcp://s.example:8786"}})
+    (deployment,) = build_fleet("f", "analysis", plain, plan, helper_image="img:1")
+    assert "volumes" not in deployment["spec"]["template"]["spec"]
+    assert not any(e["name"].startswith("DASK_DISTRIBUTED") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"])
+
+
+@pytest.mark.parametrize("dask", [
+    {"createScheduler": True, "tlsSecret": "creds"},
+    {"schedulerAddress": "tcp://s.example:8786", "tlsSecret": "creds"},
+])
+def test_tls_secret_needs_a_tls_scheduler_address(dask):
+    from switchyard.api.workerfleet import WorkerFleetSpec
+    with pytest.raises(ValueError, match="tlsSecret"):
+        WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "dask": dask})
