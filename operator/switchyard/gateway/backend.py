@@ -101,6 +101,7 @@ class SwitchyardBackend(Backend):
         self.clusters: dict[str, models.Cluster] = {}
         self.replicas: dict[str, int] = {}
         self.waiters = defaultdict(Flag)
+        await self.restore_clusters()
         self.log.info("switchyard backend: facility %s/%s, clusters reach the gateway at %s",
                       self.namespace, self.facility, self.api_url)
 
@@ -129,7 +130,8 @@ class SwitchyardBackend(Backend):
             raise PublicException(f"fleet template {cfg.template!r} is not a valid WorkerFleet: {exc}") from None
         token = uuid.uuid4().hex
         cert, key = new_keypair(name)
-        root = await self.core.create_namespaced_secret(self.namespace, manifests.credentials(spec, cert, key, token))
+        root = await self.core.create_namespaced_secret(
+            self.namespace, manifests.credentials(spec, cert, key, token, options, cfg.to_dict()))
         owner = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": root.metadata.name, "uid": root.metadata.uid}}
         try:
             for obj in manifests.children(spec, owner):
@@ -188,6 +190,24 @@ class SwitchyardBackend(Backend):
             self.log.info("Cluster %s: fleet replicas %s -> %d", cluster_name, self.replicas.get(cluster_name), count)
             await self.scale_fleet(self.describe(cluster_name, cluster.username, None), count)
             self.replicas[cluster_name] = count
+
+    async def restore_clusters(self) -> None:
+        """Know again the clusters whose root Secrets exist (after a gateway restart).
+
+        Each comes back PENDING; its scheduler's next heartbeat brings the addresses
+        and makes it RUNNING and routed again, and its count is written once more.
+        """
+        selector = f"{manifests.INSTANCE_LABEL}={self.gateway_instance},{manifests.COMPONENT_LABEL}=credentials"
+        found = await self.core.list_namespaced_secret(self.namespace, label_selector=selector)
+        for obj in found.items:
+            known = manifests.restore(self.api.sanitize_for_serialization(obj))
+            if known is None:
+                continue
+            self.clusters[known.name] = models.Cluster(
+                name=known.name, username=known.username, token=known.token, options=known.options,
+                config=known.config, status=models.ClusterStatus.PENDING, tls_cert=known.tls_cert,
+                tls_key=known.tls_key, start_time=manifests.epoch_ms(known.created) or _now_ms())
+            self.log.info("Restored cluster %s of user %s from its root Secret", known.name, known.username)
 
     # --- pure description and thin Kubernetes calls -----------------------------------
 

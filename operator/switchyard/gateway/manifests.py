@@ -12,8 +12,11 @@ or option the CRD would refuse is refused before anything is created.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from ..api.base import API_VERSION
 from ..api.workerfleet import WorkerFleetSpec
@@ -115,14 +118,58 @@ def fleet(cluster: GatewayCluster, replicas: int = 0) -> dict:
     }
 
 
-def credentials(cluster: GatewayCluster, tls_cert: bytes, tls_key: bytes, token: str) -> dict:
-    """The root object: the cluster's TLS pair and API token, as the gateway's own controller keeps them."""
+USERNAME_ANNOTATION = "gateway.dask.org/username"
+OPTIONS_ANNOTATION = "gateway.dask.org/options"
+CONFIG_ANNOTATION = "gateway.dask.org/config"
+
+
+def credentials(cluster: GatewayCluster, tls_cert: bytes, tls_key: bytes, token: str,
+                options: Mapping | None = None, config: Mapping | None = None) -> dict:
+    """The root object: the cluster's TLS pair and API token, as the gateway's own controller keeps them.
+
+    It also records who asked, with which options and resulting config, so a
+    restarted gateway knows its clusters again (`restore`).
+    """
     return {
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": base_name(cluster), "namespace": cluster.namespace, "labels": labels(cluster, "credentials"),
-                     "annotations": {"gateway.dask.org/username": cluster.username}},
+                     "annotations": {USERNAME_ANNOTATION: cluster.username,
+                                     OPTIONS_ANNOTATION: json.dumps(dict(options or {}), sort_keys=True),
+                                     CONFIG_ANNOTATION: json.dumps(dict(config or {}), sort_keys=True)}},
         "stringData": {CERT_KEY: tls_cert.decode(), PRIVATE_KEY: tls_key.decode(), TOKEN_KEY: token},
     }
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A cluster as its root Secret (read back from the API server) records it."""
+
+    name: str
+    username: str
+    token: str
+    tls_cert: bytes
+    tls_key: bytes
+    options: dict
+    config: dict
+    created: str  # the Secret's creationTimestamp
+
+
+def restore(secret: Mapping) -> Restored | None:
+    """The cluster a root Secret stands for; None for a Secret being deleted or not a root."""
+    meta = secret.get("metadata") or {}
+    labels_ = meta.get("labels") or {}
+    if meta.get("deletionTimestamp") or labels_.get(COMPONENT_LABEL) != "credentials" or CLUSTER_LABEL not in labels_:
+        return None
+    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    notes = meta.get("annotations") or {}
+    try:
+        return Restored(name=labels_[CLUSTER_LABEL], username=notes[USERNAME_ANNOTATION], token=data[TOKEN_KEY].decode(),
+                        tls_cert=data[CERT_KEY], tls_key=data[PRIVATE_KEY],
+                        options=json.loads(notes.get(OPTIONS_ANNOTATION) or "{}"),
+                        config=json.loads(notes.get(CONFIG_ANNOTATION) or "{}"),
+                        created=meta.get("creationTimestamp", ""))
+    except (KeyError, ValueError):
+        return None
 
 
 def scheduler_command(cluster: GatewayCluster) -> list[str]:
@@ -201,3 +248,12 @@ def worker_count(requested: int, max_workers: int | None) -> int:
     """The replicas a heartbeat's count asks for, held to the cluster's limit (as the gateway's backends do)."""
     count = max(0, int(requested))
     return count if max_workers is None else min(count, int(max_workers))
+
+
+def epoch_ms(timestamp: str) -> int | None:
+    """An API server timestamp ("…Z" on the wire, "+00:00" once the client has parsed it) in ms since the epoch."""
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return int(moment.replace(tzinfo=moment.tzinfo or timezone.utc).timestamp() * 1000)

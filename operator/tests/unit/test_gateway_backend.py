@@ -160,3 +160,28 @@ def test_tls_secret_needs_a_tls_scheduler_address(dask):
     from switchyard.api.workerfleet import WorkerFleetSpec
     with pytest.raises(ValueError, match="tlsSecret"):
         WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "dask": dask})
+
+
+def served(secret: dict, **meta) -> dict:
+    """`secret` as the API server returns it: stringData folded into base64 data, metadata filled in."""
+    import base64
+    out = {k: v for k, v in secret.items() if k != "stringData"}
+    out["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in secret["stringData"].items()}
+    out["metadata"] = {**secret["metadata"], "uid": "u1", "creationTimestamp": "2026-11-23T08:09:33Z", **meta}
+    return out
+
+
+def test_a_restarted_gateway_knows_its_clusters_from_their_root_secrets():
+    c = cluster()
+    options = {"worker_cores": 2, "worker_memory": 6.0, "image": "ghcr.io/site/dask:1", "template": "default"}
+    config = {"worker_cores": 2, "cluster_max_workers": 59, "environment": {"EXTRA": "1"}, "scheduler_cmd": ["dask-scheduler"]}
+    back = m.restore(served(m.credentials(c, b"CERT\n", b"KEY\n", TOKEN, options, config)))
+    assert back == m.Restored(name=c.name, username="alice", token=TOKEN, tls_cert=b"CERT\n", tls_key=b"KEY\n",
+                              options=options, config=config, created="2026-11-23T08:09:33Z")
+    assert m.epoch_ms(back.created) == m.epoch_ms("2026-11-23T08:09:33+00:00") == 1795421373000
+    # a root being deleted, or another object with the labels, is no cluster
+    assert m.restore(served(m.credentials(c, b"C", b"K", TOKEN), deletionTimestamp="2026-11-23T09:00:00Z")) is None
+    other = served(m.credentials(c, b"C", b"K", TOKEN))
+    other["metadata"]["labels"] = {**other["metadata"]["labels"], m.COMPONENT_LABEL: "scheduler"}
+    assert m.restore(other) is None
+    assert m.epoch_ms("") is None
