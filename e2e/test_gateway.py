@@ -76,15 +76,18 @@ c.SwitchyardBackend.max_clusters_per_user = 1
 c.SwitchyardBackend.cluster_heartbeat_period = 2
 c.SwitchyardClusterConfig.adaptive_period = 1
 c.SwitchyardClusterConfig.cluster_max_cores = 60
+c.SwitchyardBackend.cluster_start_timeout = 20
 """)
 
 
 class SchedulerRunner(threading.Thread):
     """Runs every scheduler Deployment the backend makes, as its pod would run (kwok nodes run nothing)."""
 
-    def __init__(self, cluster, namespace: str, workdir: pathlib.Path):
+    def __init__(self, cluster, namespace: str, workdir: pathlib.Path, never_for: str):
         super().__init__(daemon=True)
-        self.cluster, self.namespace, self.workdir = cluster, namespace, workdir
+        self.cluster, self.namespace, self.workdir, self.never_for = cluster, namespace, workdir, never_for
+        self.skipped: set[str] = set()
+        self.errors: list[str] = []
         self.procs: dict[str, subprocess.Popen] = {}
         self.argv: dict[str, list[str]] = {}
         self.logs: dict[str, pathlib.Path] = {}
@@ -94,8 +97,13 @@ class SchedulerRunner(threading.Thread):
         while not self.stop.is_set():
             for dep in self.cluster.kube.list("Deployment", self.namespace,
                                               {**SELECT, "app.kubernetes.io/component": "scheduler"}):
-                if dep["metadata"]["name"] not in self.procs and not dep["metadata"].get("deletionTimestamp"):
-                    self.launch(dep)
+                known = dep["metadata"]["name"] in self.procs or dep["metadata"]["name"] in self.skipped
+                if not known and not dep["metadata"].get("deletionTimestamp"):
+                    try:
+                        self.launch(dep)
+                    except Exception as exc:  # reported by the test, not lost with the thread
+                        self.errors.append(repr(exc))
+                        self.skipped.add(dep["metadata"]["name"])
             time.sleep(0.5)
 
     def launch(self, dep: dict) -> None:
@@ -105,6 +113,9 @@ class SchedulerRunner(threading.Thread):
         (volume,) = pod["volumes"]
         (mount,) = container["volumeMounts"]
         secret = self.cluster.kube.get("Secret", self.namespace, volume["secret"]["secretName"])
+        if secret["metadata"]["annotations"]["gateway.dask.org/username"] == self.never_for:
+            self.skipped.add(name)  # this user's scheduler pod never starts
+            return
         files = {k: base64.b64decode(v) for k, v in secret["data"].items()}
         creds = self.workdir / name
         creds.mkdir()
@@ -194,7 +205,7 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
                                 env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
                                 stdout=server_log, stderr=subprocess.STDOUT)
     server = start_gateway()
-    runner = SchedulerRunner(cluster, namespace, workdir)
+    runner = SchedulerRunner(cluster, namespace, workdir, never_for="bob")
     runner.start()
     try:
         wait_gateway(port)
@@ -207,10 +218,13 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
             alice.submit(worker_cores=8)
         assert owned_objects(cluster, namespace) == {}
 
+        # bob's scheduler never starts (his pod cannot run, say): the gateway gives up on it.
+        bobs = bob.submit()
         gc = alice.new_cluster(worker_cores=1, worker_memory=1)
         try:
-            (fleet,) = cluster.kube.list("WorkerFleet", namespace, SELECT)
-            (root,) = cluster.kube.list("Secret", namespace, SELECT)
+            alices = {**SELECT, "gateway.dask.org/cluster": gc.name}
+            (fleet,) = cluster.kube.list("WorkerFleet", namespace, alices)
+            (root,) = cluster.kube.list("Secret", namespace, alices)
             assert fleet["spec"]["facilityRef"] == {"name": "af"}
             assert fleet["spec"]["dask"]["schedulerAddress"].startswith("tls://")
             assert (fleet["spec"]["cores"], fleet["spec"]["memoryGiB"], fleet["spec"]["readGbps"]) == (1, 1, 0.5)
@@ -223,10 +237,12 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
             # The user's cluster limit: refused by the gateway, nothing more made.
             with pytest.raises(ValueError, match="limit of 1"):
                 alice.submit()
-            assert [f["metadata"]["name"] for f in cluster.kube.list("WorkerFleet", namespace, SELECT)] == [name]
-            assert len(cluster.kube.list("Secret", namespace, SELECT)) == 1
+            assert sorted(f["metadata"]["annotations"]["gateway.dask.org/username"]
+                          for f in cluster.kube.list("WorkerFleet", namespace, SELECT)) == ["alice", "bob"]
+            assert sorted(s["metadata"]["annotations"]["gateway.dask.org/username"]
+                          for s in cluster.kube.list("Secret", namespace, SELECT)) == ["alice", "bob"]
             # ...but it is per user.
-            assert [c.name for c in bob.list_clusters()] == []
+            assert [c.name for c in bob.list_clusters()] == [bobs]
 
             # scale(50): the fleet's replicas (its scale subresource), placed on the switches as planned.
             gc.scale(50)
@@ -253,7 +269,7 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
                                    "-o", "jsonpath={.status.replicas}") == "50"
 
             # A generated worker pod, run for real, joins the cluster's TLS scheduler and computes.
-            (dep,) = cluster.kube.list("Deployment", namespace, {**SELECT, "app.kubernetes.io/component": "scheduler"})
+            (dep,) = cluster.kube.list("Deployment", namespace, {**alices, "app.kubernetes.io/component": "scheduler"})
             address = wait_for(lambda: runner.address(dep["metadata"]["name"]), timeout=30, what="the scheduler's address")
             worker = run_worker(cluster, namespace, pods[0], address, workdir)
             try:
@@ -268,6 +284,12 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
             finally:
                 worker.terminate()
                 worker.wait(timeout=30)
+
+            # bob's cluster, never heartbeaten, is stopped as failed and its objects deleted.
+            wait_for(lambda: [c.name for c in bob.list_clusters(status="FAILED")] == [bobs], timeout=60,
+                     what="bob's cluster stopped as failed after the start timeout")
+            wait_for(lambda: [s["metadata"]["name"] for s in cluster.kube.list("Secret", namespace, SELECT)] == [root["metadata"]["name"]],
+                     timeout=60, what="only alice's root Secret left")
 
             # A restarted gateway knows the cluster again from its root Secret; the scheduler's
             # next heartbeat makes it RUNNING, so the user's calls reach it as before.
@@ -286,6 +308,7 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
         wait_for(lambda: owned_objects(cluster, namespace) == {}, timeout=120,
                  what="every object of the gateway cluster gone after shutdown")
         assert alice.list_clusters() == []
+        assert runner.errors == []
         alice.close()
         bob.close()
     finally:

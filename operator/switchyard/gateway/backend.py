@@ -67,6 +67,10 @@ class SwitchyardBackend(Backend):
     max_worker_memory = Float(64, config=True, help="Largest worker_memory option, in GiB.")
     max_clusters_per_user = Integer(0, min=0, config=True, help="Clusters one user may hold at once (0: no limit).")
     cluster_heartbeat_period = Integer(15, min=1, config=True, help="Seconds between scheduler heartbeats.")
+    cluster_start_timeout = Float(
+        600, min=0, config=True,
+        help="Seconds a cluster may wait for its scheduler's first heartbeat (after creation or a gateway "
+             "restart) before it is stopped as failed and its objects deleted (0: wait forever).")
 
     @default("gateway_instance")
     def _default_instance(self):
@@ -101,11 +105,15 @@ class SwitchyardBackend(Backend):
         self.clusters: dict[str, models.Cluster] = {}
         self.replicas: dict[str, int] = {}
         self.waiters = defaultdict(Flag)
+        self.pending_since: dict[str, float] = {}
         await self.restore_clusters()
+        self.start_timer = asyncio.ensure_future(self.start_timeout_loop())
         self.log.info("switchyard backend: facility %s/%s, clusters reach the gateway at %s",
                       self.namespace, self.facility, self.api_url)
 
     async def cleanup(self):
+        if hasattr(self, "start_timer"):
+            self.start_timer.cancel()
         if hasattr(self, "proxy"):
             await self.proxy.cleanup()
         if hasattr(self, "api"):
@@ -144,6 +152,7 @@ class SwitchyardBackend(Backend):
             name=name, username=user.name, token=token, options=options, config=cfg.to_dict(),
             status=models.ClusterStatus.PENDING, tls_cert=cert, tls_key=key, start_time=_now_ms())
         self.replicas[name] = 0
+        self.pending_since[name] = time.monotonic()
         return name
 
     async def stop_cluster(self, cluster_name, failed=False):
@@ -152,6 +161,7 @@ class SwitchyardBackend(Backend):
             return
         self.log.info("Stopping cluster %s", cluster_name)
         cluster.status = models.ClusterStatus.STOPPING
+        self.pending_since.pop(cluster_name, None)
         await self.proxy.remove_route(kind="PATH", path=f"/clusters/{cluster_name}")
         await self.proxy.remove_route(kind="SNI", sni=cluster_name)
         await self.delete_root(self.describe(cluster_name, cluster.username, None))
@@ -183,6 +193,7 @@ class SwitchyardBackend(Backend):
                 await self.proxy.add_route(kind="PATH", path=f"/clusters/{cluster_name}", target=cluster.dashboard_address)
             await self.proxy.add_route(kind="SNI", sni=cluster_name, target=cluster.scheduler_address)
             cluster.status = models.ClusterStatus.RUNNING
+            self.pending_since.pop(cluster_name, None)
             self.waiters[cluster_name].set()
             self.log.info("Cluster %s is running (scheduler %s)", cluster_name, cluster.scheduler_address)
         count = manifests.worker_count(msg["count"], cluster.config.get("cluster_max_workers"))
@@ -207,7 +218,21 @@ class SwitchyardBackend(Backend):
                 name=known.name, username=known.username, token=known.token, options=known.options,
                 config=known.config, status=models.ClusterStatus.PENDING, tls_cert=known.tls_cert,
                 tls_key=known.tls_key, start_time=manifests.epoch_ms(known.created) or _now_ms())
+            self.pending_since[known.name] = time.monotonic()
             self.log.info("Restored cluster %s of user %s from its root Secret", known.name, known.username)
+
+    async def start_timeout_loop(self) -> None:
+        """Stop, as failed, each cluster whose scheduler never heartbeats (its pod cannot start, say)."""
+        period = max(1.0, min(30.0, self.cluster_start_timeout / 4 or 30.0))
+        while True:
+            await asyncio.sleep(period)
+            for name in manifests.overdue(self.pending_since, time.monotonic(), self.cluster_start_timeout):
+                self.log.warning("Cluster %s: no scheduler heartbeat in %.0f s; stopping it as failed",
+                                 name, self.cluster_start_timeout)
+                try:
+                    await self.stop_cluster(name, failed=True)
+                except Exception:
+                    self.log.warning("Could not stop cluster %s", name, exc_info=True)
 
     # --- pure description and thin Kubernetes calls -----------------------------------
 

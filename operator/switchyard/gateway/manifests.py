@@ -257,3 +257,10 @@ def epoch_ms(timestamp: str) -> int | None:
     except (AttributeError, ValueError):
         return None
     return int(moment.replace(tzinfo=moment.tzinfo or timezone.utc).timestamp() * 1000)
+
+
+def overdue(pending_since: Mapping[str, float], now: float, timeout: float) -> list[str]:
+    """Clusters still waiting for their scheduler's first heartbeat longer than `timeout` seconds (0: never)."""
+    if timeout <= 0:
+        return []
+    return sorted(name for name, since in pending_since.items() if now - since > timeout)

@@ -185,3 +185,8 @@ def test_a_restarted_gateway_knows_its_clusters_from_their_root_secrets():
     other["metadata"]["labels"] = {**other["metadata"]["labels"], m.COMPONENT_LABEL: "scheduler"}
     assert m.restore(other) is None
     assert m.epoch_ms("") is None
+
+
+@pytest.mark.parametrize("timeout, expected", [(60, ["late"]), (0, []), (200, [])])
+def test_a_cluster_whose_scheduler_never_heartbeats_is_overdue(timeout, expected):
+    assert m.overdue({"late": 0.0, "fresh": 90.0}, now=100.0, timeout=timeout) == expected
