@@ -120,3 +120,18 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
   resources: [namespaces]
   verbs: [list, watch]
 {{- end }}
+
+{{/* The optional dask-gateway's selector labels (component dask-gateway, never the operator's). */}}
+{{- define "switchyard.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ include "switchyard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dask-gateway
+{{- end }}
+
+{{- define "switchyard.gatewayLabels" -}}
+{{ include "switchyard.gatewaySelectorLabels" . }}
+app.kubernetes.io/part-of: switchyard
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}

@@ -137,6 +137,49 @@ class Dashboards(Values):
     annotations: Labels = Field(default_factory=dict, description="Annotations, e.g. grafana_folder: switchyard.")
 
 
+class GatewayImage(Values):
+    repository: str = Field("ghcr.io/switchyard-dev/switchyard-gateway", min_length=1,
+                            description="Gateway image: dask-gateway-server with switchyard "
+                                        "(`pip install 'switchyard[gateway]'`).")
+    tag: str = Field("", description="Image tag; empty means the chart's appVersion.")
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Image pull policy.")
+
+
+class GatewayService(Values):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Service type.")
+    port: Port = Field(80, description="Service port of the gateway (its API, dashboards and the schedulers' "
+                                       "TLS routes share it).")
+
+
+class Gateway(Values):
+    enabled: bool = Field(False, description="Run a dask-gateway whose clusters are WorkerFleets of `facility` "
+                                             "(switchyard.gateway.backend.SwitchyardBackend), in the release "
+                                             "namespace.")
+    image: GatewayImage = Field(default_factory=GatewayImage, description="The gateway image.")
+    facility: str = Field("", description="Name of the AnalysisFacility (in the release namespace) whose plan "
+                                          "places the gateway's fleets.")
+    images: list[Annotated[str, StringConstraints(min_length=1, pattern=r"^[^\s,]+$")]] = Field(
+        default_factory=lambda: ["ghcr.io/dask/dask:2024.12.1-py3.12"], min_length=1,
+        description="Worker images a user may choose (the first is the default); list only images `images.allowed` "
+                    "admits.")
+    fleet_templates: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {"default": {"readGbps": 0.2}},
+        description="Named partial WorkerFleet specs (readGbps, pool, staging, tolerations, rampUp, env) a user "
+                    "picks with the `template` option.")
+    max_worker_cores: int = Field(16, ge=1, le=256, description="Largest `worker_cores` option.")
+    max_worker_memory_gib: float = Field(64, gt=0, le=4096, description="Largest `worker_memory` option, in GiB.")
+    max_clusters_per_user: int = Field(0, ge=0, description="Clusters one user may hold at once (0: no limit).")
+    cluster_max_cores: float = Field(0, ge=0, description="The gateway's per-cluster core limit (0: none).")
+    cluster_max_memory_gib: float = Field(0, ge=0, description="The gateway's per-cluster memory limit in GiB "
+                                                               "(0: none).")
+    idle_timeout_seconds: float = Field(0, ge=0, description="An idle cluster is deleted after this many seconds "
+                                                             "(0: never).")
+    service: GatewayService = Field(default_factory=GatewayService, description="The gateway's Service.")
+    resources: dict[str, Any] = Field(
+        default_factory=lambda: {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        description="Gateway container resources.")
+
+
 class ChartValues(Values):
     image: Image = Field(default_factory=Image, description="The operator image.")
     images: Images = Field(default_factory=Images, description="Images the operator may run for facilities.")
@@ -160,6 +203,7 @@ class ChartValues(Values):
     node_selector: Labels = Field(default_factory=dict, description="Node selector of the operator pod.")
     tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Tolerations of the operator pod.")
     affinity: dict[str, Any] = Field(default_factory=dict, description="Affinity of the operator pod.")
+    gateway: Gateway = Field(default_factory=Gateway, description="An optional dask-gateway for analysts.")
     global_: dict[str, Any] = Field(default_factory=dict, alias="global",
                                     description="Values a parent chart shares with its subcharts (unused here).")
 

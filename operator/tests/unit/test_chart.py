@@ -68,6 +68,7 @@ VALUE_SETS = {
                       "dashboards.annotations.grafana_folder=switchyard", "image.tag=0.1.1",
                       "operator.verbose=true", "operator.extraEnv.FOO=bar", "imagePullSecrets={regcred}",
                       "podLabels.team=hep", "nodeSelector.role=infra"),
+    "gateway": ("gateway.enabled=true", "gateway.facility=af"),
     "minimal": ("rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=existing",
                 "metrics.service.enabled=false", "dashboards.enabled=false", "rbac.s3StagingSecrets=false"),
 }
