@@ -117,7 +117,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
         "workers": {f: dict(by) for f, by in chosen.placement.workers.items()},
         "fair_gbps": fair.delivered_gbps, "fair_uplinks": fair.uplinks, "fair_served": fair.served,
         "fair_saturated": list(fair.saturated), "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
-        "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
+        "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
         "seconds": round(seconds, 1), "windows": windows,
     }
 

@@ -27,6 +27,7 @@ are the fills the model's missRatio would add: compare against missRatio 0.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -161,6 +162,7 @@ class Measured:
     windows: list[Window] = field(default_factory=list)
     warm_seconds: float = 0.0
     fill_bytes: int = 0
+    idle_cores_before: float = 0.0
 
 
 def pool_body(pool: PoolRequest, data: str, meta: str) -> XCachePoolBody:
@@ -176,13 +178,10 @@ def pool_body(pool: PoolRequest, data: str, meta: str) -> XCachePoolBody:
 def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, warmup: float, window: float,
         repeats: int, log=print) -> Measured:
     """Start origin and caches, warm them, shape, run the readers; measure `repeats` windows."""
-    import os
-
     files = sorted({f for cache_files in the.warm.values() for f in cache_files} |
                    {f for s in the.streams for _, f in s.urls})
     fabric.start_origin({f.lstrip("/"): file_bytes for f in files})
     by_name = {p.name: p for p in pools}
-    account_dirs = {}
     for node, pool in sorted(the.caches.items()):
         data, meta = fabric.cache_dirs(node)
         body = pool_body(by_name[pool], data, meta)
@@ -190,7 +189,6 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
             Path(path).mkdir(parents=True, exist_ok=True)
             uid, gid = Path(data).stat().st_uid, Path(data).stat().st_gid
             os.chown(path, uid, gid)
-        account_dirs[node] = (data, meta)
         fabric.start_cache(node, render_config(body, host_name=node, report_interval_seconds=10))
     measured = Measured()
     start = time.monotonic()
@@ -205,6 +203,12 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
     measured.fill_bytes = fabric.counters()["wan"][0]
     log(f"  caches warm in {measured.warm_seconds:.0f} s ({measured.fill_bytes / MIB:.0f} MiB from the origin)")
     fabric.shape_links()
+    cores = os.cpu_count() or 1
+    cpu0 = cpu_times()
+    time.sleep(2)
+    cpu1 = cpu_times()
+    measured.idle_cores_before = (1 - (cpu1[0] - cpu0[0]) / max(1e-9, cpu1[1] - cpu0[1])) * cores
+    log(f"  CPU headroom before the readers start: {measured.idle_cores_before:.2f} of {cores} cores idle")
     by_node: dict[str, list] = {}
     for s in the.streams:
         by_node.setdefault(s.node, []).append(([f"root://{fabric.node(c).ip}:{PORT}/{f}" for c, f in s.urls],
@@ -221,11 +225,11 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
         delta = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
         jiffies = max(1e-9, cpu1[1] - cpu0[1])
         busy = (cpu1[0] - cpu0[0]) / jiffies
-        cores = os.cpu_count() or 1
         w = Window(t1 - t0, delta, busy, os.getloadavg()[0], (own1 - own0) / (t1 - t0),
                    (cpu1[2] - cpu0[2]) / jiffies * cores)
         measured.windows.append(w)
-        log(f"  window {len(measured.windows)}: {w.seconds:.1f} s, CPU busy {busy:.0%} (fabric processes "
+        log(f"  window {len(measured.windows)}: {w.seconds:.1f} s, CPU busy {busy:.0%}, headroom "
+            f"{(1 - busy) * cores:.2f} cores (fabric processes "
             f"{w.fabric_cores:.2f} cores, softirq {w.softirq_cores:.2f}), load {w.load:.2f}")
     fabric.stop_readers()
     return measured
