@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from fabric import PREFIX, Fabric, namespaces
+from fabric import PREFIX, namespaces
 from fabric_scenario import fabric_for, layout, run
 
 from switchyard.api.workerfleet import InlineFleet
