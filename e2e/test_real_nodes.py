@@ -107,7 +107,8 @@ def _post_mortem() -> None:
                        ("objects.yaml", ["get", "analysisfacilities,xcachepools,workerfleets,pods,events", "-A",
                                          "-o", "yaml"])):
         text = localcluster.kubectl(CLUSTER, *args, check=False)
-        (COSTS.parent / name).write_text(text or "")
+        if text:   # after the nodes are gone there is no log to fetch: keep the one taken before
+            (COSTS.parent / name).write_text(text)
 
 
 def helm(cluster: Cluster, *args: str) -> subprocess.CompletedProcess:
@@ -380,6 +381,7 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
 
 def test_teardown_leaves_the_machine_as_it_was(real):
     cluster, nodes, before = real
+    _post_mortem()
     realnodes.down(CLUSTER)
     subprocess.run(["rm", "-rf", str(DISK.parent)], check=False)
     assert realnodes.leftovers(CLUSTER) == []
