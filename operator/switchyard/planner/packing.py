@@ -11,6 +11,8 @@ which also says how many of each fleet fit at most when not all do.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -152,12 +154,15 @@ def _free_after_caches(problem: Problem, s: int, cache_nodes, out) -> dict[str, 
 
 
 def _size(problem: Problem, j: int, node: str) -> tuple[float, float, float, float]:
-    """What one worker of fleet j takes of the node: CPU, memory, a pod and its read (at most the NIC)."""
-    nic = problem.nic_of(node)
-    key = ("size", j, nic)
+    """What one worker of fleet j takes of the node: CPU, memory, a pod and its read (at most the NIC).
+
+    On a node whose taints the fleet does not tolerate a worker is infinitely large: none fits."""
+    node_class = problem.class_of(node)
+    key = ("size", j, node_class.nic_gbps, j in node_class.fleets)
     if key not in problem._memo:
         f = problem.fleets[j]
-        problem._memo[key] = (f.cpu_millis, f.memory_bytes, 1, min(f.read_gbps, nic))
+        problem._memo[key] = (f.cpu_millis, f.memory_bytes, 1, min(f.read_gbps, node_class.nic_gbps)) \
+            if j in node_class.fleets else (math.inf,) * 4
     return problem._memo[key]
 
 

@@ -94,10 +94,13 @@ class Problem:
             self._memo[key] = max(reads, default=self.fleets[fleet].read_gbps)
         return self._memo[key]
 
+    def class_of(self, node: str) -> NodeClass:
+        if not self._memo.get("classes"):
+            self._memo["classes"] = {n: nc for sw in self.switches for nc in sw.classes for n in nc.nodes}
+        return self._memo["classes"][node]
+
     def nic_of(self, node: str) -> float:
-        if not self._memo.get("nics"):
-            self._memo["nics"] = {n: nc.nic_gbps for sw in self.switches for nc in sw.classes for n in nc.nodes}
-        return self._memo["nics"][node]
+        return self.class_of(node).nic_gbps
 
     def slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None = None) -> int:
         """Workers of `fleet` one node of the class holds (alone), optionally next to a cache."""

@@ -208,3 +208,16 @@ def test_minio_pods_carry_the_tolerations():
                                          "buckets": [{"name": "scratch"}]})
     [sts] = [o for o in build_minio("stage", "ns", spec) if o["kind"] == "StatefulSet"]
     assert sts["spec"]["template"]["spec"]["tolerations"] == [TOLERATE_DEDICATED]
+
+
+def test_packing_puts_no_worker_on_a_node_its_fleet_does_not_tolerate():
+    # Node by node (the packing after the model's split, and its leftovers' relocation), a tainted
+    # node's room is no room for a fleet that does not tolerate it: the excess is a shortfall.
+    from switchyard.planner.packing import pack
+    from switchyard.planner.problem import build_problem
+
+    topo = topology([switch("a", 100, nodes("w", cpu=16), tainted(nodes("d", cpu=64), DEDICATED))])
+    problem = build_problem(topo, [], [fleet(replicas=10, cores=4, read=1)])
+    packing = pack(problem, {}, {(0, 0): 10})
+    assert packing.nodes == {"a-w": {"f": 4}}
+    assert packing.shortfall == {(0, 0): 6}
