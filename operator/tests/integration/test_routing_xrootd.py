@@ -18,7 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import fsspec
+import numpy as np
 import pytest
+import uproot
+import uproot.source.xrootd
+from fsspec_xrootd import XRootDFileSystem
 from xrootd_fixtures import SummaryListener, cache_pool, start_cache, start_origin, xrdcp
 
 from switchyard.planner import hashing
@@ -148,25 +153,18 @@ def test_switchyard_route_and_xrdcp_read_each_file_from_the_cache_the_rule_names
 @pytest.fixture
 def fsspec_hooked():
     """This process reads like a worker whose hooks are installed; the stock classes come back after."""
-    fsspec = pytest.importorskip("fsspec")
-    stock = pytest.importorskip("fsspec_xrootd").XRootDFileSystem
     from XRootD import client
 
     client.EnvPutInt("ConnectionWindow", 2)
     client.EnvPutInt("ConnectionRetry", 1)
     yield lambda env: hooks.install(Router.from_env(env))
-    fsspec.register_implementation("root", stock, clobber=True)
-    try:
-        import uproot.source.xrootd as sources
-    except ImportError:
-        return
+    fsspec.register_implementation("root", XRootDFileSystem, clobber=True)
     for name in ("XRootDSource", "MultithreadedXRootDSource"):
-        cls = getattr(sources, name)
+        cls = getattr(uproot.source.xrootd, name)
         cls.__init__ = getattr(cls.__init__, "switchyard_original", cls.__init__)
 
 
 def read_all(caches, files, urls, expected) -> None:
-    import fsspec
 
     for lfn, data in files.items():
         got = {}
@@ -221,8 +219,6 @@ with uproot.open(sys.argv[1], **options) as f:
 
 @pytest.mark.parametrize("source", ["fsspec", "xrootd"])
 def test_uproot_opens_a_root_file_by_its_origin_url_through_its_home_cache(ring, source):
-    uproot = pytest.importorskip("uproot")
-    np = pytest.importorskip("numpy")
     origin, caches, _ = ring
     pt = np.random.default_rng(7).exponential(30.0, 200_000).astype(np.float32)
     local = origin.root / "nano.root"
@@ -260,8 +256,6 @@ def test_local_routing_reads_every_file_from_the_switch_endpoint(ring, fsspec_ho
 
 def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_names(ring, xrd_base):
     """The worker runs the command and environment a fleet's pod gets; the task is plain uproot."""
-    uproot = pytest.importorskip("uproot")
-    np = pytest.importorskip("numpy")
     from distributed import Client
     from xrootd_fixtures import free_port, wait_until
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 
+import fsspec
 import pytest
+import uproot.source.xrootd as sources
+from fsspec_xrootd import XRootDFileSystem
 
 from switchyard.api import WorkerFleetSpec
 from switchyard.api.plans import FleetPlan
@@ -22,12 +25,7 @@ ENV = {"SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_HASH_RULE": "rendezvous-sha25
 def restore_hooks():
     """Undo install(): the stock fsspec-xrootd class and uproot's own constructors."""
     yield
-    fsspec = pytest.importorskip("fsspec")
-    XRootDFileSystem = pytest.importorskip("fsspec_xrootd").XRootDFileSystem
-
     fsspec.register_implementation("root", XRootDFileSystem, clobber=True)
-    sources = pytest.importorskip("uproot.source.xrootd")
-
     for name in ("XRootDSource", "MultithreadedXRootDSource"):
         cls = getattr(sources, name)
         cls.__init__ = getattr(cls.__init__, "switchyard_original", cls.__init__)
@@ -35,15 +33,12 @@ def restore_hooks():
 
 
 def test_nothing_is_hooked_without_routing(restore_hooks):
-    fsspec = pytest.importorskip("fsspec")
     before = fsspec.get_filesystem_class("root")
     assert hooks.install(Router()) == []
     assert fsspec.get_filesystem_class("root") is before
 
 
 def test_fsspec_reads_each_file_from_its_routed_caches_and_lists_at_the_origin(restore_hooks):
-    fsspec = pytest.importorskip("fsspec")
-    pytest.importorskip("fsspec_xrootd")
     assert "fsspec" in hooks.install(Router.from_env(ENV))
     assert hooks.install(Router.from_env(ENV))  # twice is harmless: one subclass of the stock class
     cls = fsspec.get_filesystem_class("root")
@@ -61,7 +56,6 @@ def test_fsspec_reads_each_file_from_its_routed_caches_and_lists_at_the_origin(r
 
 
 def test_uproot_xrootd_sources_open_the_routed_urls(restore_hooks, monkeypatch):
-    sources = pytest.importorskip("uproot.source.xrootd")
     opened = []
 
     def fake_init(self, file_path, **options):
