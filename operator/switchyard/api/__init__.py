@@ -49,6 +49,8 @@ KINDS: tuple[Kind, ...] = (
             {"name": "Caches", "type": "integer", "jsonPath": ".status.caches"},
             {"name": "Workers", "type": "integer", "jsonPath": ".status.workers"},
             {"name": "Predicted-Gbps", "type": "number", "jsonPath": ".status.plan.predictedGbps"},
+            {"name": "Gap", "type": "number", "jsonPath": ".status.plan.gap"},
+            {"name": "Fair-Share-Gbps", "type": "number", "priority": 1, "jsonPath": ".status.plan.fairShareGbps"},
             {"name": "Target-Gbps", "type": "number", "jsonPath": ".spec.targetGbps"},
             {"name": "Bottleneck", "type": "string", "priority": 1, "jsonPath": ".status.plan.bottleneck"},
             _reason_column(),

@@ -84,12 +84,24 @@ class SwitchPlan(Model):
     out_gbps: float = Field(default=0, description="Predicted uplink load away from the switch, Gbps.")
     utilisation: float = Field(default=0, description="Predicted peak uplink utilisation (0..1).")
     routing: str = Field(default="local", description="Routing mode chosen for the switch.")
+    serve_gbps: float = Field(default=0, description="Predicted Gbps served by this switch's cache hosts (fair share).")
+    fair_in_gbps: float = Field(default=0, description=(
+        "Predicted uplink load towards the switch when competing TCP flows share the links (max-min fair share), "
+        "link Gbps: what observed traffic should match. inGbps is the LP optimum's."))
+    fair_out_gbps: float = Field(default=0, description=(
+        "Predicted uplink load away from the switch when competing TCP flows share the links (max-min fair share), "
+        "link Gbps. outGbps is the LP optimum's."))
 
 
 class PlanSummary(Model):
     """What the planner predicts for the current placement."""
 
-    predicted_gbps: float = Field(default=0, description="Predicted deliverable aggregate Gbps.")
+    predicted_gbps: float = Field(default=0, description=(
+        "Predicted deliverable aggregate Gbps: the most the placement's routing allows (LP optimum), link Gbps."))
+    fair_share_gbps: float = Field(default=0, description=(
+        "Predicted aggregate Gbps competing TCP flows deliver with this placement (max-min fair share, each file "
+        "served by one cache host), link Gbps; at most predictedGbps. A full link carries ~0.956 of it as TCP "
+        "payload at 1500 MTU."))
     bound_gbps: float = Field(default=0, description="Upper bound on any placement's Gbps (LP relaxation).")
     optimal: bool = Field(default=False, description=(
         "Whether the planner proved predictedGbps the most its placement model allows (within 0.01%). "
