@@ -352,14 +352,15 @@ class Exporter:
                 self.process.wait(timeout=10)
 
 
-def start_exporter(args: list[str], workdir: Path) -> Exporter:
+def start_exporter(args: list[str], workdir: Path, env: dict[str, str] | None = None) -> Exporter:
+    """`env`: added to this process's environment (a pod's NODE_NAME)."""
     metrics_port = free_port()
     log = workdir / f"exporter{metrics_port}.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "switchyard.exporter", *args,
              "--metrics-address", "127.0.0.1", "--metrics-port", str(metrics_port)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})},
         )
     exporter = Exporter(process, metrics_port, log)
 
