@@ -81,13 +81,41 @@ def export_plan(namespace: str, facility: str, target_gbps: float, plan, *,
         for entry in (fleet.get("status") or {}).get("switches") or []:
             values[FLEET_READY_WORKERS][(fleet["metadata"]["name"], entry["switch"])] = entry.get("ready", 0)
 
-    previous = _exported.get((namespace, facility), {})
+    _set_series(namespace, facility, values)
+
+
+def _set_series(namespace: str, facility: str, values: Mapping[Gauge, Mapping[tuple[str, ...], float]]) -> None:
+    """Set these gauges' series of one facility; their series not in `values` are removed (other gauges untouched)."""
+    previous = _exported.setdefault((namespace, facility), {})
     for gauge, samples in values.items():
         for labels, value in samples.items():
             gauge.labels(namespace, facility, *labels).set(value)
         for stale in previous.get(gauge, set()) - samples.keys():
             gauge.remove(namespace, facility, *stale)
-    _exported[(namespace, facility)] = {g: set(s) for g, s in values.items()}
+        previous[gauge] = set(samples)
+
+
+# --------------------------------------------------------------- prediction drift (handlers/drift.py)
+PREDICTED_GBPS = Gauge("switchyard_predicted_gbps", "What the plan predicts a switch carries, Gbps, by direction "
+                       "(serve: served by the switch's cache hosts, the plan's serveGbps).",
+                       ["namespace", "facility", "switch", "direction"])
+OBSERVED_GBPS = Gauge("switchyard_observed_gbps", "What a switch carries as the operator measured it, Gbps, by "
+                      "direction (serve: bytes the switch's cache hosts sent to clients over the drift window, "
+                      "from their exporters).", ["namespace", "facility", "switch", "direction"])
+PREDICTION_RATIO = Gauge("switchyard_prediction_ratio", "Observed over predicted Gbps per switch and direction "
+                         "(1 = the plan is right); only where the prediction is above the drift floor.",
+                         ["namespace", "facility", "switch", "direction"])
+PREDICTION_DRIFT = Gauge("switchyard_prediction_drift", "1 while a switch's observed Gbps has disagreed with the "
+                         "plan long enough to set Degraded=True PredictionDrift, else 0.",
+                         ["namespace", "facility", "switch"])
+
+
+def export_drift(namespace: str, facility: str, predicted: Mapping[tuple[str, str], float],
+                 observed: Mapping[tuple[str, str], float], ratio: Mapping[tuple[str, str], float],
+                 drifting: Mapping[str, bool]) -> None:
+    """Set the drift gauges of one facility ((switch, direction) -> value); series no longer given are removed."""
+    _set_series(namespace, facility, {PREDICTED_GBPS: predicted, OBSERVED_GBPS: observed, PREDICTION_RATIO: ratio,
+                                      PREDICTION_DRIFT: {(s,): float(d) for s, d in drifting.items()}})
 
 
 def forget_facility(namespace: str, facility: str) -> None:

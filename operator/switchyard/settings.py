@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .drift import DriftRules
 from .hostpaths import HostPathPolicy
 from .imagepolicy import ImagePolicy
 
@@ -35,6 +36,10 @@ class Settings:
     s3_delete_retry_seconds: float = 5          # SWITCHYARD_S3_DELETE_RETRY_SECONDS
     s3_delete_retry_max_seconds: float = 300    # SWITCHYARD_S3_DELETE_RETRY_MAX_SECONDS
     s3_delete_patience: int = 6                 # SWITCHYARD_S3_DELETE_PATIENCE
+    # Prediction drift (drift.py): the facility compares what its caches serve with the plan.
+    drift_check: bool = True                    # SWITCHYARD_DRIFT_CHECK (false: no exporter reads, no condition)
+    drift_read_seconds: float = 15              # SWITCHYARD_DRIFT_READ_SECONDS: exporter reads per facility
+    drift: DriftRules = field(default_factory=DriftRules)  # SWITCHYARD_DRIFT_THRESHOLD, _SUSTAIN_SECONDS, ...
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> "Settings":
@@ -54,6 +59,9 @@ class Settings:
             s3_delete_retry_seconds=number("SWITCHYARD_S3_DELETE_RETRY_SECONDS", 5),
             s3_delete_retry_max_seconds=number("SWITCHYARD_S3_DELETE_RETRY_MAX_SECONDS", 300),
             s3_delete_patience=number("SWITCHYARD_S3_DELETE_PATIENCE", 6, int),
+            drift_check=environ.get("SWITCHYARD_DRIFT_CHECK", "true").strip().lower() not in ("false", "0", "no", "off"),
+            drift_read_seconds=number("SWITCHYARD_DRIFT_READ_SECONDS", 15),
+            drift=DriftRules.from_environment(environ),
         )
 
 

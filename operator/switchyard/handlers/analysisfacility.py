@@ -6,10 +6,12 @@ from ..api.plans import PLAN_FIELD_MANAGER
 from ..builders.facility import fleet_object_name, pool_object_name
 from ..apply import child_key
 from ..desired.facility import CHILD_KINDS, KIND, desired_facility, facility_states
+from ..drift import with_drift
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..settings import current
 from .client import kube
 from .converge import NameTaken, converge
+from .drift import check as check_drift
 from .indexes import attached_fleets, nodes_of, owned_objects
 from .loop import register, wake
 from .status import write_status
@@ -46,12 +48,14 @@ def reconcile(body, logger, node_index, pool_index, fleet_index, staging_index, 
         states = facility_states([wrote.live.get(child_key(c), c) for c in outcome.children] + outcome.extra["placed"],
                                  outcome.extra["problems"])
     spec, plan = outcome.extra["spec"], outcome.extra["plan"]
+    pool_names = {p.name: pool_object_name(name, p.name) for p in spec.cache_pools}
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
-    export_plan(namespace, name, spec.target_gbps, plan,
-                pool_names={p.name: pool_object_name(name, p.name) for p in spec.cache_pools},
+    export_plan(namespace, name, spec.target_gbps, plan, pool_names=pool_names,
                 fleet_names={f.name: fleet_object_name(name, f.name) for f in spec.fleets},
                 fleets=[c for c in children + attached if c["kind"] == "WorkerFleet"])
-    write_status(KIND, body, outcome.status, states, logger)
+    # Observed bytes against the plan's prediction: a condition and gauges, never a change to a child.
+    drift = check_drift(body, plan, outcome.status["plan"], pool_names, logger)
+    write_status(KIND, body, outcome.status, with_drift(states, drift), logger)
 
 
 register(PLURAL, KIND, reconcile, on_forget=forget_facility)

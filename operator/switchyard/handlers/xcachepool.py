@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
-
-import urllib3
 
 from ..api import XCachePoolSpec
 from ..apply import ApiError
 from ..builders.common import POOL_LABEL, SWITCH_LABEL
-from ..builders.xcachepool import CHILD_KINDS, METRICS_PORT
+from ..builders.xcachepool import CHILD_KINDS
 from ..cachedisk import disk_status, parse_host_disk
 from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, desired_pool, tls_secret_name
@@ -18,6 +15,7 @@ from ..metrics import MANAGED_OBJECTS
 from ..settings import current
 from .client import kube
 from .converge import NameTaken, converge, evict_misplaced_pods
+from .exporters import read_all, ready_cache_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register
 from .status import now, post, write_status
@@ -25,25 +23,8 @@ from .status import now, post, write_status
 PLURAL = "xcachepools"
 
 
-# Exporters answer on the cache host's own address (the pods use host networking).
-_exporters = urllib3.PoolManager(num_pools=256, maxsize=1, retries=False,
-                                 timeout=urllib3.Timeout(connect=2.0, read=3.0))
 # "namespace/name" -> (when read, what was read)
 _disk_reads: dict[str, tuple[float, DiskRead]] = {}
-
-
-def _is_ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in pod.get("status", {}).get("conditions") or ())
-
-
-def _metrics_text(address: str) -> str | None:
-    host = f"[{address}]" if ":" in address else address
-    try:
-        response = _exporters.request("GET", f"http://{host}:{METRICS_PORT}/metrics")
-    except urllib3.exceptions.HTTPError:
-        return None
-    return response.data.decode("utf-8", "replace") if response.status == 200 else None
 
 
 def read_disks(namespace: str, name: str, high_watermark: float) -> DiskRead:
@@ -52,10 +33,8 @@ def read_disks(namespace: str, name: str, high_watermark: float) -> DiskRead:
     cached = _disk_reads.get(key)
     if cached and time.monotonic() - cached[0] < current().disk_read_seconds:
         return cached[1]
-    pods = [p for p in kube().list("Pod", namespace, {POOL_LABEL: name})
-            if _is_ready(p) and p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
-    with ThreadPoolExecutor(max_workers=max(1, min(16, len(pods)))) as pool:
-        texts = list(pool.map(lambda p: _metrics_text(p["status"]["podIP"]), pods))
+    pods = ready_cache_pods(namespace, name)
+    texts = read_all(pods)
     reports, unreachable = [], []
     for pod, text in zip(pods, texts):
         host = pod.get("spec", {}).get("nodeName") or pod["metadata"]["name"]

@@ -1,0 +1,269 @@
+"""Prediction drift: the plan's predicted Gbps per switch against what the caches there serve (pure).
+
+What is compared: for each switch, the Gbps its cache hosts send to clients
+(the exporters' `switchyard_xcache_client_bytes_total`, xrootd's own link-out
+counter, all clients alike) against the plan's `serveGbps` for that switch
+(the fair-share prediction of what those hosts serve). The exporter cannot
+tell a local reader from one behind another switch, so the uplink share of
+those bytes is not observed here; see docs/metrics.md.
+
+A switch is judged only when it has a prediction of at least `floor_gbps`,
+every cache host on it reported recently, and the facility as a whole is
+serving at least `idle_fraction` of what the plan predicts (an idle facility,
+no analysis running, says nothing about the model). A switch whose ratio
+observed ÷ predicted stays off 1 by more than `threshold` for
+`sustain_seconds` drifts; it stops drifting after `clear_seconds` back within
+`clear_threshold` (a narrower band, so a ratio hovering at the threshold does
+not flap). The handler (handlers/drift.py) reads the exporters and keeps the
+history; everything here is a function of its arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from . import conditions as cond
+from .exporterspec import PREFIX
+
+REASON = "PredictionDrift"
+DIRECTION = "serve"  # what the per-switch comparison measures: bytes served by the switch's caches
+
+
+@dataclass(frozen=True)
+class DriftRules:
+    threshold: float = 0.25         # drift when |observed/predicted - 1| exceeds this ...
+    sustain_seconds: float = 300    # ... for this long
+    clear_threshold: float = 0.15   # clears when back within this ...
+    clear_seconds: float = 60       # ... for this long
+    floor_gbps: float = 1.0         # switches predicted to serve less are not judged
+    idle_fraction: float = 0.1      # the facility serving less than this share of the prediction is idle
+    window_seconds: float = 60      # observed Gbps: the counters' increase over this window
+    stale_seconds: float = 60       # a host whose counters did not move forward for this long is not measured
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> "DriftRules":
+        """SWITCHYARD_DRIFT_<FIELD> (upper case), each optional."""
+        given = {name: float(environ[key]) for name in cls.__dataclass_fields__
+                 if environ.get(key := f"SWITCHYARD_DRIFT_{name.upper()}")}
+        return cls(**given)
+
+
+# ---------------------------------------------------------------- what the exporters say
+@dataclass(frozen=True)
+class HostReading:
+    """One cache host's served-bytes counter as its exporter served it."""
+
+    pool: str
+    host: str
+    switch: str
+    client_bytes: float
+    started: float       # when its xrootd started: the counter restarts with it
+    reported_at: float   # when the exporter received the summary the counter comes from (the host's clock)
+
+
+def parse_readings(text: str) -> list[HostReading]:
+    """The served-bytes counters in an exporter's /metrics text (empty when it has no summary yet)."""
+    values: dict[tuple[str, str, str], dict[str, float]] = {}
+    wanted = {PREFIX + "client_bytes_total": "bytes", PREFIX + "xrootd_start_time_seconds": "started",
+              PREFIX + "last_summary_timestamp_seconds": "at"}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        return []
+    for family in families:
+        for sample in family.samples:
+            if sample.name in wanted:
+                key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
+                values.setdefault(key, {})[wanted[sample.name]] = sample.value
+    return [HostReading(pool, host, switch, v["bytes"], v["started"], v["at"])
+            for (pool, host, switch), v in sorted(values.items()) if {"bytes", "started", "at"} <= v.keys()]
+
+
+@dataclass(frozen=True)
+class Point:
+    seen: float          # when the operator first read this value (its monotonic clock)
+    at: float            # reported_at
+    bytes: float
+    started: float
+
+
+HostKey = tuple[str, str]   # (pool, host)
+# host -> (switch, points oldest first, one per summary)
+History = Mapping[HostKey, tuple[str, tuple[Point, ...]]]
+
+
+def record(history: History, readings: Iterable[HostReading], seen: float, keep_seconds: float) -> dict:
+    """`history` with one more read of the exporters; a host keeps a point per new summary, for `keep_seconds`."""
+    out = dict(history)
+    for r in readings:
+        switch, points = out.get((r.pool, r.host), (r.switch, ()))
+        if not points or points[-1].at != r.reported_at:
+            points = (*points, Point(seen, r.reported_at, r.client_bytes, r.started))
+        out[(r.pool, r.host)] = (r.switch, points)
+    return {key: (switch, kept) for key, (switch, points) in out.items()
+            if (kept := tuple(p for p in points if seen - p.seen <= keep_seconds))}
+
+
+def host_gbps(points: tuple[Point, ...], now: float, rules: DriftRules) -> float | None:
+    """What one host served over the window, Gbps; None when it has not reported long enough or lately."""
+    if not points or now - points[-1].seen > rules.stale_seconds:
+        return None
+    last = points[-1]
+    # Only this xrootd's run: its counter starts again from 0 when it restarts.
+    run = [p for p in points if p.started == last.started and last.at - p.at <= rules.window_seconds]
+    first = run[0]
+    span = last.at - first.at
+    if span < rules.window_seconds / 2 or last.bytes < first.bytes:
+        return None
+    return (last.bytes - first.bytes) * 8 / span / 1e9
+
+
+def observed_gbps(history: History, expected: Mapping[str, Iterable[HostKey]], now: float,
+                  rules: DriftRules) -> dict[str, float | None]:
+    """switch -> Gbps its cache hosts served over the window; None when one of its planned hosts is not measured.
+
+    `expected`: switch -> the planned cache hosts on it, as (pool, node).
+    Hosts the plan no longer has there (a pod yet to move) still count where
+    their exporter says they are: their bytes are real.
+    """
+    out: dict[str, float | None] = {}
+    rates = {key: host_gbps(points, now, rules) for key, (_, points) in history.items()}
+    for switch, hosts in expected.items():
+        hosts = set(hosts)
+        if not hosts or any(rates.get(h) is None for h in hosts):
+            out[switch] = None
+            continue
+        out[switch] = sum(rate for key, (sw, _) in history.items() if sw == switch
+                          and (rate := rates[key]) is not None)
+    return out
+
+
+# ---------------------------------------------------------------- the verdict
+@dataclass(frozen=True)
+class SwitchDrift:
+    """What is remembered of a switch between assessments."""
+
+    drifting: bool = False
+    since: float | None = None   # start of the streak that would flip `drifting` (out of band, or back in it)
+
+
+@dataclass(frozen=True)
+class SwitchVerdict:
+    switch: str
+    predicted: float
+    observed: float | None
+    judged: bool
+    drifting: bool
+
+    @property
+    def ratio(self) -> float | None:
+        """observed ÷ predicted, when the prediction is worth dividing by."""
+        if self.observed is None or self.predicted <= 0:
+            return None
+        return self.observed / self.predicted
+
+    def describe(self) -> str:
+        ratio = "n/a" if self.ratio is None else f"{self.ratio:.2f}"
+        observed = "unmeasured" if self.observed is None else f"{self.observed:.2f} Gbps"
+        return f"switch {self.switch} served {observed}, predicted {self.predicted:.2f} (ratio {ratio})"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    verdicts: tuple[SwitchVerdict, ...]
+    memory: Mapping[str, SwitchDrift]
+    began: tuple[str, ...]     # switches that started drifting with this assessment
+    cleared: tuple[str, ...]   # switches that stopped
+    idle: bool
+    rules: DriftRules
+
+    @property
+    def drifting(self) -> tuple[SwitchVerdict, ...]:
+        return tuple(v for v in self.verdicts if v.drifting)
+
+    def message(self) -> str:
+        """Names the drifting switches with their figures; empty when none drifts."""
+        if not self.drifting:
+            return ""
+        return (f"{REASON}: the bytes served by the caches of {len(self.drifting)} switch(es) have been off the "
+                f"plan's prediction by more than {self.rules.threshold:.0%} for {self.rules.sustain_seconds:.0f} s: "
+                + "; ".join(v.describe() for v in self.drifting)
+                + ". Check the switch labels and NIC annotations of the nodes there; running children are untouched")
+
+
+def assess(predicted: Mapping[str, float], observed: Mapping[str, float | None],
+           memory: Mapping[str, SwitchDrift], now: float, rules: DriftRules) -> Assessment:
+    """Judge every switch with a prediction; `memory` is the previous assessment's (or seed())."""
+    judged_total = [(predicted[s], observed.get(s)) for s in predicted if predicted[s] >= rules.floor_gbps]
+    measured = [(p, o) for p, o in judged_total if o is not None]
+    idle = bool(measured) and sum(o for _, o in measured) < rules.idle_fraction * sum(p for p, _ in measured)
+    verdicts, new_memory, began, cleared = [], {}, [], []
+    for switch in sorted(predicted):
+        gbps, seen = predicted[switch], observed.get(switch)
+        before = memory.get(switch, SwitchDrift())
+        if gbps < rules.floor_gbps or idle:
+            after = SwitchDrift()                      # nothing to disagree about
+        elif seen is None:
+            after = SwitchDrift(before.drifting)       # unmeasured: keep the verdict, restart the streak
+        else:
+            off = abs(seen / gbps - 1)
+            flips = off <= rules.clear_threshold if before.drifting else off > rules.threshold
+            if not flips:
+                after = SwitchDrift(before.drifting)
+            else:
+                since = before.since if before.since is not None else now
+                hold = rules.clear_seconds if before.drifting else rules.sustain_seconds
+                after = SwitchDrift(not before.drifting) if now - since >= hold else SwitchDrift(before.drifting, since)
+        if after.drifting and not before.drifting:
+            began.append(switch)
+        elif before.drifting and not after.drifting:
+            cleared.append(switch)
+        new_memory[switch] = after
+        judged = gbps >= rules.floor_gbps and not idle and seen is not None
+        verdicts.append(SwitchVerdict(switch, gbps, seen, judged, after.drifting))
+    cleared += sorted(s for s, m in memory.items() if m.drifting and s not in predicted)  # switch left the plan
+    return Assessment(tuple(verdicts), new_memory, tuple(began), tuple(cleared), idle, rules)
+
+
+_NAMED = re.compile(r"switch (\S+) served ")
+
+
+def seed(conditions: Iterable[Mapping] | None) -> dict[str, SwitchDrift]:
+    """Memory for a facility first seen by this process: the switches its Degraded condition names as drifting.
+
+    So an operator restart keeps a standing drift until the bytes say otherwise,
+    instead of clearing it and raising it again minutes later.
+    """
+    degraded = cond.condition(list(conditions or ()), "Degraded")
+    if not degraded or degraded.get("status") != "True" or REASON not in (degraded.get("message") or ""):
+        return {}
+    return {name: SwitchDrift(True) for name in _NAMED.findall(degraded["message"].split(REASON + ":", 1)[1])}
+
+
+def with_drift(states: Mapping[str, cond.State], assessment: Assessment | None) -> dict[str, cond.State]:
+    """The facility's conditions with the drift: Degraded=True PredictionDrift, or added to another Degraded reason.
+
+    A reason the facility already has (nodes lost, a child degraded) is more
+    pressing and keeps the reason; the drift is appended to its message.
+    """
+    out = dict(states)
+    if assessment is None or not assessment.drifting:
+        return out
+    current = out["Degraded"]
+    if current.status is True:
+        out["Degraded"] = cond.State(True, current.reason, f"{current.message}; {assessment.message()}")
+    else:
+        out["Degraded"] = cond.State(True, REASON, assessment.message())
+    return out
+
+
+def predicted_serve(plan_summary: Mapping | None) -> dict[str, float] | None:
+    """switch -> the plan's serveGbps, from a facility's status.plan; None for a plan without it."""
+    switches = (plan_summary or {}).get("switches") or []
+    if not switches or any("serveGbps" not in s for s in switches):
+        return None
+    return {s["name"]: float(s["serveGbps"]) for s in switches}

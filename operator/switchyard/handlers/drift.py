@@ -1,0 +1,108 @@
+"""Prediction drift of a facility: read its cache hosts' exporters, keep the history, judge (drift.py), report.
+
+Called from the facility's reconcile with the plan it just made; reads the
+exporters at most every SWITCHYARD_DRIFT_READ_SECONDS, exports the drift
+gauges and posts an event when a switch starts or stops drifting. It only
+reads: no child is changed because of what it finds.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .. import drift
+from ..metrics import export_drift
+from ..settings import current
+from .exporters import read_all, ready_cache_pods
+from .loop import when_forgotten
+from .status import ObjectEvents
+
+
+@dataclass
+class FacilityDrift:
+    """What this process keeps of one facility between reads."""
+
+    memory: Mapping[str, drift.SwitchDrift]
+    history: dict = field(default_factory=dict)
+    last_read: float = -math.inf
+    assessment: drift.Assessment | None = None
+
+
+_facilities: dict[str, FacilityDrift] = {}
+_guard = threading.Lock()
+
+
+def _forget(uid: str) -> None:
+    with _guard:
+        _facilities.pop(uid, None)
+
+
+when_forgotten(_forget)
+
+
+def read_pools(namespace: str, pools: list[str]) -> list[drift.HostReading]:
+    """Every ready cache host's served-bytes counter, over the given XCachePools."""
+    pods = [pod for pool in pools for pod in ready_cache_pods(namespace, pool)]
+    return [reading for text in read_all(pods) if text is not None for reading in drift.parse_readings(text)]
+
+
+def expected_hosts(plan, pool_names: Mapping[str, str]) -> dict[str, list[drift.HostKey]]:
+    """switch -> its planned cache hosts as (XCachePool name, node), for every switch of the plan."""
+    out: dict[str, list[drift.HostKey]] = {u.switch: [] for u in plan.uplinks}
+    for pool, by_switch in plan.placement.caches.items():
+        for switch, nodes in by_switch.items():
+            out.setdefault(switch, []).extend((pool_names.get(pool, pool), node) for node in nodes)
+    return out
+
+
+def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, str], logger) -> drift.Assessment | None:
+    """The facility's latest drift assessment (None: not checked, or the plan predicts no serveGbps)."""
+    settings = current()
+    meta = body["metadata"]
+    if not settings.drift_check:
+        return None
+    with _guard:
+        state = _facilities.setdefault(meta["uid"], FacilityDrift(drift.seed((body.get("status") or {}).get("conditions"))))
+    now = time.monotonic()
+    if now - state.last_read < settings.drift_read_seconds:
+        return state.assessment
+    rules = settings.drift
+    state.history = drift.record(state.history, read_pools(meta["namespace"], sorted(set(pool_names.values()))),
+                                 now, keep_seconds=rules.window_seconds + rules.stale_seconds)
+    state.last_read = now
+    observed = drift.observed_gbps(state.history, expected_hosts(plan, pool_names), now, rules)
+    predicted = drift.predicted_serve(plan_summary)
+    state.assessment = None if predicted is None else drift.assess(predicted, observed, state.memory, now, rules)
+    if state.assessment is not None:
+        state.memory = state.assessment.memory
+        _announce(body, state.assessment, logger)
+    _export(meta["namespace"], meta["name"], predicted or {}, observed, state.assessment)
+    return state.assessment
+
+
+def _announce(body: Mapping, assessment: drift.Assessment, logger) -> None:
+    events = ObjectEvents(body, logger)
+    if assessment.began:
+        began = [v for v in assessment.drifting if v.switch in assessment.began]
+        events.warning(f"{drift.REASON} on switch(es) {', '.join(assessment.began)}: "
+                       + "; ".join(v.describe() for v in began), reason=drift.REASON)
+    if assessment.cleared:
+        why = "the facility is idle" if assessment.idle else "observed and predicted agree again"
+        events.info(f"Prediction drift cleared on switch(es) {', '.join(assessment.cleared)}: {why}",
+                    reason="PredictionAgrees")
+
+
+def _export(namespace: str, facility: str, predicted: Mapping[str, float], observed: Mapping[str, float | None],
+            assessment: drift.Assessment | None) -> None:
+    key = lambda switch: (switch, drift.DIRECTION)  # noqa: E731
+    verdicts = assessment.verdicts if assessment is not None else ()
+    export_drift(namespace, facility,
+                 predicted={key(s): g for s, g in predicted.items()},
+                 observed={key(s): g for s, g in observed.items() if g is not None},
+                 ratio={key(v.switch): v.ratio for v in verdicts
+                        if v.ratio is not None and v.predicted >= current().drift.floor_gbps},
+                 drifting={v.switch: v.drifting for v in verdicts})

@@ -1,0 +1,207 @@
+"""Prediction drift (switchyard.drift): observed Gbps from exporter counters, and the sustained verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from switchyard import conditions as cond
+from switchyard.drift import (
+    REASON, DriftRules, HostReading, SwitchDrift, assess, host_gbps, observed_gbps, parse_readings, predicted_serve,
+    record, seed, with_drift,
+)
+from switchyard.exporter import ExporterSettings, XCacheCollector
+from switchyard.settings import Settings
+from switchyard.xrootd.monitoring import decode
+
+SUMMARY = (Path(__file__).parent / "golden" / "xrootd-5.5.3-summary.xml").read_bytes()
+RULES = DriftRules()
+GB = 1e9 / 8  # bytes per Gbps-second
+
+
+def exporter_text(received_at: float) -> str:
+    """What a real exporter serves after one real xrootd summary."""
+    collector = XCacheCollector(ExporterSettings("af-xcache", "node-1", "sw1", (), (), 0.9, 0.95))
+    collector.receive(SUMMARY, received_at)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def test_parse_reads_the_served_bytes_of_a_real_summary():
+    summary = decode(SUMMARY)
+    [reading] = parse_readings(exporter_text(1234.5))
+    assert reading == HostReading("af-xcache", "node-1", "sw1", summary.bytes_sent, summary.started, 1234.5)
+
+
+def test_parse_skips_an_exporter_without_a_summary_and_garbage():
+    collector = XCacheCollector(ExporterSettings("p", "h", "sw", (), (), 0.9, 0.95))
+    registry = CollectorRegistry()
+    registry.register(collector)
+    assert parse_readings(generate_latest(registry).decode()) == []
+    assert parse_readings("not { metrics") == []
+
+
+def reading(host: str, switch: str, gbytes: float, at: float, started: float = 1.0, pool: str = "p") -> HostReading:
+    return HostReading(pool, host, switch, gbytes * 1e9, started, at)
+
+
+def history_of(*series: tuple[str, str, list[tuple[float, float]]], started: float = 1.0) -> dict:
+    """Reads every 10 s; each host's (time, GB sent) points, read when reported."""
+    history: dict = {}
+    times = sorted({t for _, _, points in series for t, _ in points})
+    for t in times:
+        readings = [reading(h, sw, gb, at, started) for h, sw, points in series for at, gb in points if at == t]
+        history = record(history, readings, seen=t, keep_seconds=RULES.window_seconds + RULES.stale_seconds)
+    return history
+
+
+def test_a_host_served_rate_is_its_counter_increase_over_its_own_report_times():
+    # 10 GB per 10 s = 8 Gbps
+    points = history_of(("h1", "sw1", [(t, t) for t in range(0, 70, 10)]))[("p", "h1")][1]
+    assert host_gbps(points, now=60, rules=RULES) == pytest.approx(8.0)
+
+
+def test_a_read_between_two_summaries_adds_no_point():
+    history = record({}, [reading("h1", "sw1", 5, at=100)], seen=100, keep_seconds=120)
+    history = record(history, [reading("h1", "sw1", 5, at=100)], seen=107, keep_seconds=120)  # same summary
+    assert len(history[("p", "h1")][1]) == 1
+
+
+def test_too_short_stale_or_restarted_counters_are_not_a_rate():
+    short = history_of(("h1", "sw1", [(0, 0), (10, 10)]))[("p", "h1")][1]
+    assert host_gbps(short, now=10, rules=RULES) is None          # 10 s < half the 60 s window
+    steady = history_of(("h1", "sw1", [(t, t) for t in range(0, 70, 10)]))[("p", "h1")][1]
+    assert host_gbps(steady, now=60 + RULES.stale_seconds + 1, rules=RULES) is None   # no summary for > 60 s
+    # xrootd restarted at t=40: its counter starts again; the old run does not count against the new one.
+    history = {}
+    for t, gb, started in [(0, 100, 1.0), (10, 110, 1.0), (20, 120, 1.0), (30, 130, 1.0),
+                           (40, 2, 40.0), (50, 12, 40.0), (60, 22, 40.0), (70, 32, 40.0)]:
+        history = record(history, [reading("h1", "sw1", gb, t, started)], seen=t, keep_seconds=120)
+    assert host_gbps(history[("p", "h1")][1], now=70, rules=RULES) == pytest.approx(8.0)
+    assert host_gbps(history[("p", "h1")][1][:6], now=50, rules=RULES) is None  # 10 s since the restart
+
+
+def test_old_points_are_dropped():
+    history = history_of(("h1", "sw1", [(t, t) for t in range(0, 300, 10)]))
+    assert min(p.seen for p in history[("p", "h1")][1]) >= 290 - (RULES.window_seconds + RULES.stale_seconds)
+
+
+def test_observed_per_switch_sums_its_hosts_and_needs_every_planned_one():
+    history = history_of(("h1", "sw1", [(t, t) for t in range(0, 70, 10)]),            # 8 Gbps
+                         ("h2", "sw1", [(t, t / 2) for t in range(0, 70, 10)]),        # 4 Gbps
+                         ("h3", "sw2", [(t, 3 * t) for t in range(0, 70, 10)]))        # 24 Gbps
+    observed = observed_gbps(history, {"sw1": [("p", "h1"), ("p", "h2")], "sw2": [("p", "h3")],
+                                       "sw3": [("p", "h9")], "sw4": []}, now=60, rules=RULES)
+    assert observed["sw1"] == pytest.approx(12.0)
+    assert observed["sw2"] == pytest.approx(24.0)
+    assert observed["sw3"] is None   # its planned host never reported
+    assert observed["sw4"] is None   # no cache there: nothing observable
+
+
+def run(predicted, observations, rules=RULES, memory=None):
+    """Assess at each (time, observed) in turn; returns every assessment."""
+    memory = memory or {}
+    out = []
+    for now, observed in observations:
+        result = assess(predicted, observed, memory, now, rules)
+        memory = result.memory
+        out.append(result)
+    return out
+
+
+def test_drift_needs_the_disagreement_to_last_the_sustain_time():
+    predicted = {"sw1": 10.0, "sw2": 10.0}
+    steps = run(predicted, [(t, {"sw1": 5.0, "sw2": 10.2}) for t in range(0, 301, 15)])
+    assert [s.drifting for s in steps[:-1]] == [()] * (len(steps) - 1)        # 285 s is not enough
+    last = steps[-1]
+    assert [v.switch for v in last.drifting] == ["sw1"] and last.began == ("sw1",)
+    assert last.drifting[0].ratio == pytest.approx(0.5)
+    # An interruption restarts the clock.
+    steps = run(predicted, [(t, {"sw1": 5.0 if t != 150 else 9.0, "sw2": 10.0}) for t in range(0, 301, 15)])
+    assert not steps[-1].drifting
+    # Too much is as wrong as too little.
+    assert run(predicted, [(0, {"sw1": 13.0, "sw2": 10}), (300, {"sw1": 13.0, "sw2": 10})])[-1].began == ("sw1",)
+
+
+def test_within_the_threshold_never_drifts():
+    steps = run({"sw1": 10.0}, [(t, {"sw1": 7.6}) for t in range(0, 1000, 15)])
+    assert not any(s.drifting for s in steps)
+
+
+def test_drift_clears_only_after_agreeing_within_the_narrower_band():
+    drifting = {"sw1": SwitchDrift(True)}
+    # 0.8 is inside the raising threshold but outside the clearing one: it stays.
+    steps = run({"sw1": 10.0}, [(t, {"sw1": 8.0}) for t in range(0, 600, 15)], memory=drifting)
+    assert all(s.drifting for s in steps) and not any(s.cleared for s in steps)
+    steps = run({"sw1": 10.0}, [(t, {"sw1": 9.0}) for t in range(0, 61, 15)], memory=drifting)
+    assert [bool(s.drifting) for s in steps] == [True, True, True, True, False]
+    assert steps[-1].cleared == ("sw1",)
+
+
+def test_a_switch_below_the_floor_or_an_idle_facility_is_not_judged():
+    quiet = run({"sw1": 0.5, "sw2": 10.0}, [(t, {"sw1": 5.0, "sw2": 10.0}) for t in range(0, 601, 15)])
+    assert not any(s.drifting for s in quiet)
+    assert [v.judged for v in quiet[-1].verdicts] == [False, True]
+    # Nobody reads: not a disagreement with the model, and a standing drift goes.
+    idle = run({"sw1": 10.0, "sw2": 10.0}, [(t, {"sw1": 0.2, "sw2": 0.5}) for t in range(0, 601, 15)],
+               memory={"sw1": SwitchDrift(True)})
+    assert idle[0].idle and idle[0].cleared == ("sw1",) and not any(s.drifting for s in idle)
+
+
+def test_an_unmeasured_switch_keeps_its_verdict_and_restarts_its_streak():
+    steps = run({"sw1": 10.0}, [(0, {"sw1": 5.0}), (200, {"sw1": None}), (300, {"sw1": 5.0}), (500, {"sw1": 5.0}),
+                                (600, {"sw1": 5.0})])
+    assert [bool(s.drifting) for s in steps] == [False, False, False, False, True]
+    kept = run({"sw1": 10.0}, [(0, {"sw1": None})], memory={"sw1": SwitchDrift(True)})[0]
+    assert kept.drifting and not kept.cleared
+
+
+def test_a_switch_leaving_the_plan_clears_its_drift():
+    result = assess({"sw2": 10.0}, {"sw2": 10.0}, {"sw1": SwitchDrift(True)}, 0, RULES)
+    assert result.cleared == ("sw1",)
+
+
+def drifting_assessment():
+    return run({"sw1": 10.0, "sw-b.2": 10.0, "sw3": 10.0},
+               [(t, {"sw1": 4.0, "sw-b.2": 20.0, "sw3": 10.0}) for t in (0, 300)])[-1]
+
+
+def test_the_condition_names_the_switches_and_survives_a_restart():
+    result = drifting_assessment()
+    states = with_drift(cond.ready("3 children ready"), result)
+    assert states["Ready"].status is True                  # running children are not disturbed
+    degraded = states["Degraded"]
+    assert (degraded.status, degraded.reason) == (True, REASON)
+    assert "switch sw1 served 4.00 Gbps, predicted 10.00 (ratio 0.40)" in degraded.message
+    assert "switch sw-b.2 served 20.00 Gbps" in degraded.message and "sw3" not in degraded.message
+    conditions = cond.merge([], 1, "2026-11-23T00:00:00Z", **states)
+    assert seed(conditions) == {"sw1": SwitchDrift(True), "sw-b.2": SwitchDrift(True)}
+
+
+def test_another_degraded_reason_keeps_its_reason_and_the_drift_is_added():
+    states = cond.ready()
+    states["Degraded"] = cond.State(True, "NodesNotReady", "1 node(s) ... NotReady")
+    merged = with_drift(states, drifting_assessment())
+    assert merged["Degraded"].reason == "NodesNotReady"
+    assert merged["Degraded"].message.startswith("1 node(s)") and REASON in merged["Degraded"].message
+    assert set(seed(cond.merge([], 1, "t", **merged))) == {"sw1", "sw-b.2"}
+    assert with_drift(states, None) == states
+    assert seed(cond.merge([], 1, "t", **states)) == {}
+
+
+def test_predicted_serve_reads_the_status_plan():
+    plan = {"switches": [{"name": "sw1", "serveGbps": 12.5}, {"name": "sw2", "serveGbps": 0}]}
+    assert predicted_serve(plan) == {"sw1": 12.5, "sw2": 0.0}
+    assert predicted_serve({"switches": [{"name": "sw1", "inGbps": 3}]}) is None   # a plan without the prediction
+    assert predicted_serve(None) is None
+
+
+def test_rules_come_from_the_environment():
+    settings = Settings.from_environment({"SWITCHYARD_DRIFT_THRESHOLD": "0.4", "SWITCHYARD_DRIFT_SUSTAIN_SECONDS": "600",
+                                          "SWITCHYARD_DRIFT_CHECK": "false"})
+    assert settings.drift == DriftRules(threshold=0.4, sustain_seconds=600)
+    assert settings.drift_check is False
+    assert Settings.from_environment({}).drift == DriftRules() and Settings.from_environment({}).drift_check
