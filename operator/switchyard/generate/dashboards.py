@@ -151,6 +151,25 @@ THROUGHPUT = DashboardSpec(
                          f"max by (switch) (switchyard_plan_uplink_capacity_gbps{{{PLAN}}})",
                          "{{switch}} observed (origin fills)")),
                   unit="percentunit", throughput=True),
+            Panel("Predicted vs observed per switch",
+                  "Gbps the cache hosts behind each switch serve: predicted by the plan (serveGbps, fair share), "
+                  "observed by Prometheus from the exporters, and observed by the operator over its drift window "
+                  "(what Degraded=True PredictionDrift is judged on). The exporters count every client alike, so "
+                  "this is bytes served per switch, not the uplink share of them.",
+                  (Query(f'sum by (switch) (switchyard_predicted_gbps{{{PLAN}, direction="serve"}}) * 1e9',
+                         "{{switch}} predicted"),
+                   Query(f"sum by (switch) ({SERVED}) * 8", "{{switch}} observed"),
+                   Query(f'sum by (switch) (switchyard_observed_gbps{{{PLAN}, direction="serve"}}) * 1e9',
+                         "{{switch}} observed (operator)")),
+                  unit="bps", throughput=True),
+            Panel("Prediction ratio per switch",
+                  "Observed over predicted Gbps served per switch (1: the plan is right), and 1 while a switch "
+                  "drifts (Degraded=True PredictionDrift). A sustained ratio far from 1 means the topology labels "
+                  "or NIC annotations of the nodes there are not what the plan assumed.",
+                  (Query(f'max by (switch) (switchyard_prediction_ratio{{{PLAN}, direction="serve"}})',
+                         "{{switch}} observed / predicted"),
+                   Query(f"max by (switch) (switchyard_prediction_drift{{{PLAN}}})", "{{switch}} drifting")),
+                  unit="short"),
             Panel("Predicted uplink load", "The plan's load on each uplink, by direction, with its capacity.",
                   (Query(f"sum by (switch, direction) (switchyard_plan_uplink_gbps{{{PLAN}}}) * 1e9",
                          "{{switch}} {{direction}}"),

@@ -43,6 +43,63 @@ JOINS = """\
 """
 
 
+DRIFT = """\
+## Prediction drift: what is compared with what
+
+Every facility checks its plan against the bytes its caches serve. The
+**operator** does it, not the exporter: the plan, the conditions and the
+events are the operator's, while an exporter knows one host and no plan.
+Every `SWITCHYARD_DRIFT_READ_SECONDS` (15 s) the facility's reconcile reads
+the `/metrics` of every ready cache pod of its pools (the address the pool's
+disk readings use) and keeps, per host, its
+`switchyard_xcache_client_bytes_total` with the time the exporter received
+the xrootd summary it comes from.
+
+- **Observed**, per switch (`switchyard_observed_gbps{direction="serve"}`):
+  the bytes the cache hosts on that switch sent to clients (xrootd's own
+  link-out counter, protocol overhead included) over the last
+  `SWITCHYARD_DRIFT_WINDOW_SECONDS` (60 s), divided by the time between the
+  two summaries, summed over the switch's hosts. A switch is unmeasured while
+  one of its planned hosts has no 30 s of summaries in the window, or none
+  for `SWITCHYARD_DRIFT_STALE_SECONDS` (60 s); a restarted xrootd's counter
+  counts from its restart.
+- **Predicted**, per switch (`switchyard_predicted_gbps{direction="serve"}`):
+  the plan's `status.plan.switches[].serveGbps`, the Gbps the planner's
+  fair-share prediction says that switch's cache hosts serve when every
+  planned worker reads at its fleet's `readGbps`. Link Gbps: a full link
+  carries about 0.956 of it as TCP payload (1500 MTU), well inside the
+  threshold.
+- **Not observed: the uplinks.** The exporter sees bytes per host, not per
+  client, so it cannot tell a reader on the same switch from one behind
+  another switch; the uplink share of the served bytes (what `outGbps` /
+  `fairOutGbps` predict) would need xrootd's per-client monitoring and is not
+  compared. Origin fills through the uplink are on the dashboard
+  ("Uplink utilisation: predicted vs observed") but not judged. A switch's
+  own counters, if the site scrapes them, are the direct check.
+
+`switchyard_prediction_ratio` is observed ÷ predicted where the prediction is
+at least `SWITCHYARD_DRIFT_FLOOR_GBPS` (1 Gbps). A switch whose ratio stays
+off 1 by more than `SWITCHYARD_DRIFT_THRESHOLD` (0.25) for
+`SWITCHYARD_DRIFT_SUSTAIN_SECONDS` (300 s) drifts
+(`switchyard_prediction_drift` 1): the facility gets `Degraded=True`, reason
+`PredictionDrift`, with a message naming each such switch with its observed
+and predicted Gbps (if the facility is already Degraded for another reason,
+that reason stays and the drift is appended to its message), and a Warning
+event `PredictionDrift`. It clears after `SWITCHYARD_DRIFT_CLEAR_SECONDS`
+(60 s) within `SWITCHYARD_DRIFT_CLEAR_THRESHOLD` (0.15) of 1, with a Normal
+event `PredictionAgrees`. While the facility serves less than
+`SWITCHYARD_DRIFT_IDLE_FRACTION` (0.1) of its predicted total, it is idle
+(no analysis running says nothing about the model): nothing is judged and a
+standing drift clears. Workers that read, but less than their `readGbps`,
+show as a ratio below 1: the prediction assumes busy readers. Nothing is
+changed on any child because of a drift; `SWITCHYARD_DRIFT_CHECK=false`
+turns the check (and its exporter reads) off. The operator keeps the
+history in memory; after a restart a standing drift stays until the bytes
+say otherwise.
+
+"""
+
+
 def _row(metric: MetricInfo) -> str:
     name = metric.series_names[0] if metric.type == "counter" else metric.name
     labels = ", ".join(f"`{label}`" for label in metric.labels) or "—"
@@ -55,4 +112,4 @@ def metrics_markdown() -> str:
     for source, title in (("operator", "Operator (`switchyard run`)"), ("exporter", "Cache exporter (`switchyard exporter`)")):
         rows = [_row(m) for m in metrics if m.source == source]
         sections.append(f"## {title}\n\n| metric | type | labels | meaning |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
-    return METRICS_HEADER + "\n".join(sections) + "\n" + JOINS
+    return METRICS_HEADER + "\n".join(sections) + "\n" + DRIFT + JOINS

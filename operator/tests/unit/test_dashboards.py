@@ -68,7 +68,8 @@ def test_catalog_has_the_operator_and_exporter_metrics_the_issue_names():
 def test_the_dashboards_the_issue_asks_for_are_there():
     throughput = {p["title"] for p in BOARDS["facility-throughput.json"]["panels"]}
     for title in ("Aggregate throughput vs target", "Throughput per cache host", "Uplink utilisation: predicted vs observed",
-                  "Workers per fleet", "Hit ratio", "Disk usage vs water marks", "Hottest caches vs the mean"):
+                  "Workers per fleet", "Hit ratio", "Disk usage vs water marks", "Hottest caches vs the mean",
+                  "Predicted vs observed per switch", "Prediction ratio per switch"):
         assert title in throughput
     variables = {v["name"] for v in BOARDS["facility-throughput.json"]["templating"]["list"]}
     assert {"datasource", "facility", "pool", "switch"} <= variables

@@ -205,3 +205,14 @@ def test_rules_come_from_the_environment():
     assert settings.drift == DriftRules(threshold=0.4, sustain_seconds=600)
     assert settings.drift_check is False
     assert Settings.from_environment({}).drift == DriftRules() and Settings.from_environment({}).drift_check
+
+
+def test_the_metrics_reference_states_the_default_rules():
+    import re
+
+    from switchyard.generate.docs import DRIFT
+
+    stated = {name.lower(): float(value) for name, value in
+              re.findall(r"`SWITCHYARD_DRIFT_([A-Z_]+)` \(([\d.]+)", DRIFT.replace("\n", " "))}
+    defaults = {name: getattr(DriftRules(), name) for name in DriftRules.__dataclass_fields__}
+    assert stated == {**defaults, "read_seconds": Settings().drift_read_seconds}
