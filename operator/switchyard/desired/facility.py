@@ -13,6 +13,7 @@ from ..builders.facility import build_children, fleet_object_name, fleet_plan, p
 from ..builders.workerfleet import worker_image
 from ..imagepolicy import refusal
 from ..planner import FleetRequest, Placement, PoolRequest
+from ..planner.fairshare import with_fair_share
 from ..settings import Settings
 from ..topology import NodeInfo, snapshot
 from . import Outcome, held, validate
@@ -106,7 +107,8 @@ def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[
     while True:
         requests = [FleetRequest(f["metadata"]["name"], s) for f, s in attached if f["metadata"]["name"] not in refused]
         try:
-            return planner.plan(topology, pools, inline + requests, spec.routing, current=current), refused
+            result = planner.plan(topology, pools, inline + requests, spec.routing, current=current)
+            return with_fair_share(topology, pools, inline + requests, result), refused
         except planner.Unsatisfiable as exc:
             if exc.fleet is None or exc.fleet not in {r.name for r in requests}:
                 raise
@@ -146,7 +148,10 @@ def current_placement(children: Sequence[dict], standalone: Sequence[dict], spec
 
 
 def summary(plan: planner.Plan) -> dict:
-    return {
+    """status.plan: the LP optimum and its per-uplink loads, and beside them (when the plan has it) the fair
+    share competing flows get, per switch what its cache hosts serve and what its uplink carries each way."""
+    fair = plan.fair
+    doc = {
         "predictedGbps": plan.predicted_gbps,
         "boundGbps": plan.bound_gbps,
         "optimal": plan.optimal,
@@ -161,8 +166,13 @@ def summary(plan: planner.Plan) -> dict:
             "outGbps": u.out_gbps,
             "utilisation": round(u.utilisation, 4),
             "routing": plan.routing.get(u.switch, "local"),
+            **({"serveGbps": fair.switch_served.get(u.switch, 0.0), "fairInGbps": fair.uplinks[u.switch]["in"],
+                "fairOutGbps": fair.uplinks[u.switch]["out"]} if fair else {}),
         } for u in plan.uplinks],
     }
+    if fair:
+        doc["fairShareGbps"] = fair.delivered_gbps
+    return doc
 
 
 def _images(spec: AnalysisFacilitySpec) -> list[str]:

@@ -61,3 +61,19 @@ def home(path: str, caches: Mapping[str, float] | Iterable[str]) -> str | None:
     if not ring:
         return None
     return min(ring, key=lambda c: (-score(c, path, ring[c]), c))
+
+
+def split(paths: Iterable[str], caches: Mapping[str, float] | Iterable[str]) -> dict[str, float]:
+    """The share of `paths` each cache is home for: what its readers take from it when each file is read
+    alike. Without paths, the expected split, weight / sum(weights); an empty ring splits nothing."""
+    ring = _ring(caches)
+    total = sum(ring.values())
+    if not total:
+        return {}
+    counts = dict.fromkeys(sorted(ring), 0)
+    for path in paths:
+        counts[home(path, ring)] += 1
+    files = sum(counts.values())
+    if not files:
+        return {c: ring[c] / total for c in counts}
+    return {c: n / files for c, n in counts.items()}

@@ -98,6 +98,19 @@ class UplinkLoad:
 
 
 @dataclass(frozen=True)
+class FairShare:
+    """What competing TCP flows deliver with a placement (fairshare.py), beside the LP optimum: link Gbps."""
+
+    delivered_gbps: float
+    uplinks: Mapping[str, Mapping[str, float]]   # switch -> {"out": Gbps, "in": Gbps}
+    served: Mapping[str, float]                  # cache host -> Gbps it serves
+    saturated: tuple[str, ...]                   # the links that filled (serve:…, up_in:…, up_out:…, wan)
+    demand_gbps: float = 0.0
+    switch_served: Mapping[str, float] = field(default_factory=dict)           # switch -> Gbps its cache hosts serve
+    ring_split: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # pool -> host -> share of ring bytes
+
+
+@dataclass(frozen=True)
 class Plan:
     placement: Placement
     routing: Mapping[str, str]            # switch -> local | hashed
@@ -116,6 +129,9 @@ class Plan:
     # planner's Gbps stage finished its search, or the plan meets the bound. False: the search was cut
     # at its deterministic limit (or is a heuristic, as every baseline), and `gap` is what is proven.
     optimal: bool = False
+    # What competing TCP flows deliver (max-min fair share, per-host serving), when asked for
+    # (fairshare.with_fair_share); predicted_gbps stays the LP optimum the placement is chosen by.
+    fair: FairShare | None = None
 
     @property
     def gap(self) -> float:

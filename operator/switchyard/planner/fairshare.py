@@ -1,0 +1,212 @@
+"""What competing TCP flows deliver with a placement: the max-min fair share beside the LP optimum.
+
+flow.py computes the most a placement's routing allows (an LP): the figure
+plans are chosen and bounded by. Readers do not find that optimum. Each is a
+TCP flow, and flows through a full link share it alike, so where supply is
+short the LP's split (one optimum among many) is not what the links carry.
+The emulated fabric measured it (bench/results/fabric-notes.md): per-uplink
+loads off by 13.5% of capacity on average for the LP, 5.4% for this model.
+This is what observed bytes are to be compared with.
+
+- Every worker is one flow; it wants its readGbps (at most its NIC, see
+  flow.worker_reads).
+- A flow's bytes split over cache hosts in fixed shares, each file from ONE
+  host: a local reader over its switch's hosts of its pool alike (the
+  switch's cache Service picks a host per connection); a ring reader over the
+  pool's ring by the published weights, w / sum(w) (hashing.py), or by the
+  split of a known file list.
+- Links: each cache host serves at most min(NIC, serveGbps), shared by its
+  local and cross-switch readers (and its NIC by all the pools it serves);
+  each switch's uplink in each direction; the WAN. Cache fills (missRatio
+  of what a host serves) enter its switch's uplink and cross the WAN.
+- Progressive filling: all unfrozen flows grow alike until a link fills
+  (its flows freeze) or a flow has its demand; repeat. Identical flows (one
+  fleet, switch and routing) are one stream with a count.
+
+Gbps are link Gbps, like the LP's: a full link carries ~0.956 of its rate
+as TCP payload at a 1500-byte MTU (1448/1514). bench/fabric_fairshare.py
+builds its streams per node from the fabric's layout and calls fair_share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..topology import Topology
+from . import flow
+from .hashing import split
+from .model import FairShare, FleetRequest, Placement, Plan, PoolRequest
+from .problem import fleet_pool_index
+
+_FULL = 1 - 1e-9      # a link this full is saturated; a flow this close to its demand has it
+_TINY = 1e-12
+
+
+@dataclass(frozen=True)
+class Stream:
+    demand_gbps: float             # what each of its flows would read unhindered
+    uses: Mapping[str, float]      # link -> Gbps it carries per Gbps one flow reads
+    count: int = 1                 # identical flows it stands for
+
+
+@dataclass(frozen=True)
+class Filling:
+    rates: tuple[float, ...]       # per flow, by stream
+    loads: Mapping[str, float]     # per link of the capacity map
+    saturated: tuple[str, ...]
+
+
+def progressive_filling(capacity: Mapping[str, float], streams: Sequence[Stream]) -> Filling:
+    """Max-min fair rates. Links missing from `capacity` do not limit (nor are they reported)."""
+    uses = [{link: a for link, a in s.uses.items() if a > _TINY and link in capacity} for s in streams]
+    active = {i for i, s in enumerate(streams) if s.demand_gbps > 0 and s.count > 0}
+    weight: dict[str, float] = {}                # link -> Gbps it gains per Gbps every active flow gains
+    users: dict[str, set[int]] = {}
+    for i in sorted(active):
+        for link, a in uses[i].items():
+            weight[link] = weight.get(link, 0.0) + a * streams[i].count
+            users.setdefault(link, set()).add(i)
+    load = dict.fromkeys(capacity, 0.0)
+    rates = [0.0] * len(streams)
+    saturated: set[str] = set()
+    level = 0.0                                  # every active flow's rate
+    while active:
+        step = min(streams[i].demand_gbps for i in active) - level
+        for link, w in weight.items():
+            step = min(step, (capacity[link] - load[link]) / w)
+        step = max(step, 0.0)
+        level += step
+        for link, w in weight.items():
+            load[link] += w * step
+        full = [link for link in weight if load[link] >= capacity[link] * _FULL]
+        saturated.update(full)
+        done = {i for i in active if level >= streams[i].demand_gbps * _FULL}
+        for link in full:
+            done |= users[link]
+        for i in done:
+            rates[i] = min(level, streams[i].demand_gbps)
+            for link, a in uses[i].items():
+                users[link].discard(i)
+                weight[link] -= a * streams[i].count
+                if not users[link]:
+                    del weight[link]
+        active -= done
+    return Filling(tuple(rates), load, tuple(sorted(saturated)))
+
+
+def fair_share(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
+               host_rates: Mapping[str, tuple[float, float]], streams: Sequence[tuple[str, float, Mapping[str, float]]]) -> FairShare:
+    """Per-node streams (the fabric bench's layout): (node, demand Gbps, {cache node: share of its bytes});
+    host_rates: node -> (out, in) Gbps. A node's link in caps its readers; a reader on a cache host reads
+    that host over loopback."""
+    capacity = {f"{d}:{sw}": gbps for sw, gbps in uplink_gbps.items() for d in ("up_out", "up_in")}
+    for node, (out, inn) in host_rates.items():
+        capacity[f"serve:{node}"] = out
+        capacity[f"node_in:{node}"] = inn
+    flows = []
+    for node, demand, shares in streams:
+        use = {f"node_in:{node}": 1.0}
+        for cache, share in shares.items():
+            if cache != node:
+                _add(use, f"serve:{cache}", share)
+                _cross(use, switch_of[cache], switch_of[node], share)
+        flows.append(Stream(demand, use))
+    filled = progressive_filling(capacity, flows)
+    served: dict[str, float] = {}
+    for rate, (_, _, shares) in zip(filled.rates, streams):
+        for cache, share in shares.items():
+            served[cache] = served.get(cache, 0.0) + rate * share
+    return FairShare(round(sum(filled.rates), 3), _uplinks(filled.loads, uplink_gbps),
+                     {c: round(v, 3) for c, v in sorted(served.items())}, filled.saturated,
+                     demand_gbps=round(sum(d for _, d, _ in streams), 3))
+
+
+def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
+            weights: Mapping[str, Mapping[str, float]] | None = None, files: Sequence[str] = ()) -> FairShare:
+    """The fair share of a placement; `weights` the ring the plan publishes (by default flow.py's),
+    `files` a file list whose hashed split the ring readers take instead of the weights."""
+    uplink = {s.name: s.uplink_gbps for s in topology.switches}
+    switch_of = {h.name: h.switch for h in topology.hosts}
+    nic = {h.name: h.nic_gbps for h in topology.hosts}
+    serve = flow.host_serve(topology, pools, placement)
+    rings = {pool: split(files, ring) for pool, ring in flow.ring_weights(topology, pools, placement, weights).items()}
+    capacity = {f"{d}:{sw}": gbps for sw, gbps in uplink.items() for d in ("up_out", "up_in")}
+    capacity["wan"] = topology.wan_gbps
+    pools_of: dict[str, int] = {}
+    for pool, hosts in serve.items():
+        for node, gbps in hosts.items():
+            capacity[f"serve:{pool}:{node}"] = gbps
+            pools_of[node] = pools_of.get(node, 0) + 1
+    capacity.update({f"nic:{node}": nic[node] for node, n in pools_of.items() if n > 1})
+    miss = {p.name: p.body.miss_ratio for p in pools}
+
+    def uses(pool: str, reader: str, shares: Mapping[str, float]) -> dict[str, float]:
+        use: dict[str, float] = {}
+        for host, share in shares.items():
+            _add(use, f"serve:{pool}:{host}", share)
+            _add(use, f"nic:{host}", share)
+            _cross(use, switch_of[host], reader, share)
+            _add(use, f"up_in:{switch_of[host]}", share * miss[pool])
+            _add(use, "wan", share * miss[pool])
+        return use
+
+    reads = flow.worker_reads(topology, fleets)
+    streams, sources, demand = [], [], 0.0
+    for fleet in fleets:
+        index = fleet_pool_index(fleet, pools)
+        if index is None:
+            continue
+        pool = pools[index].name
+        for sw, count in sorted(placement.workers.get(fleet.name, {}).items()):
+            if sw not in uplink:
+                continue
+            local = sorted(n for n in placement.caches.get(pool, {}).get(sw, ()) if n in serve[pool])
+            ring = flow.ring_readers(placement, fleet.name, sw, bool(local))
+            rate = reads[fleet.name].get(sw, fleet.body.read_gbps)
+            demand += count * rate
+            for n, shares in ((count - ring, dict.fromkeys(local, 1.0 / len(local) if local else 0.0)),
+                              (ring, rings[pool])):
+                if n > 0 and shares:       # without a cache host a reader reads nothing
+                    streams.append(Stream(rate, uses(pool, sw, shares), n))
+                    sources.append(shares)
+    filled = progressive_filling(capacity, streams)
+    served: dict[str, float] = {}
+    for rate, stream, shares in zip(filled.rates, streams, sources):
+        for host, share in shares.items():
+            served[host] = served.get(host, 0.0) + rate * stream.count * share
+    by_switch: dict[str, float] = {}
+    for host, gbps in served.items():
+        by_switch[switch_of[host]] = by_switch.get(switch_of[host], 0.0) + gbps
+    return FairShare(
+        delivered_gbps=round(sum(r * s.count for r, s in zip(filled.rates, streams)), 3),
+        uplinks=_uplinks(filled.loads, uplink),
+        served={h: round(v, 3) for h, v in sorted(served.items())},
+        saturated=filled.saturated,
+        demand_gbps=round(demand, 3),
+        switch_served={s: round(v, 3) for s, v in sorted(by_switch.items())},
+        ring_split={pool: {h: round(v, 6) for h, v in shares.items()} for pool, shares in sorted(rings.items())},
+    )
+
+
+def with_fair_share(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], plan: Plan) -> Plan:
+    """The plan with its fair-share prediction (plan.fair), over the ring it publishes."""
+    fair = predict(topology, pools, fleets, plan.placement, plan.hash_weights or None)
+    return dataclasses.replace(plan, fair=fair)
+
+
+def _add(use: dict[str, float], link: str, a: float) -> None:
+    if a > 0:
+        use[link] = use.get(link, 0.0) + a
+
+
+def _cross(use: dict[str, float], source: str, reader: str, share: float) -> None:
+    """Bytes from a cache on switch `source` to a reader on switch `reader` load both uplinks, unless local."""
+    if source != reader:
+        _add(use, f"up_out:{source}", share)
+        _add(use, f"up_in:{reader}", share)
+
+
+def _uplinks(loads: Mapping[str, float], uplink: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    return {sw: {"out": round(loads[f"up_out:{sw}"], 3), "in": round(loads[f"up_in:{sw}"], 3)} for sw in uplink}
