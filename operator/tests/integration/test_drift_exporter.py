@@ -1,0 +1,129 @@
+"""The operator's drift reader against a real exporter beside a real cache: its /metrics become observed Gbps.
+
+A real origin and a real xrootd cache (the config switchyard renders, reporting
+every second) serve real reads by the real client; the exporter runs as the pod
+runs it (`switchyard exporter` with the builder's arguments). The operator's
+own reader (handlers/exporters.metrics_text over HTTP) polls it while the reads
+run, and drift.record / observed_gbps turn the counters into Gbps per switch,
+which must match the bytes the client received over the same span.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import pytest
+from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
+
+from switchyard.drift import DriftRules, SwitchDrift, assess, host_gbps, observed_gbps, parse_readings, record
+from switchyard.exporterspec import exporter_args
+from switchyard.handlers.exporters import metrics_text
+
+pytestmark = pytest.mark.integration
+
+MIB = 1 << 20
+POOL, HOST, SWITCH = "af-xcache", "cache-node-1", "sw1"
+KEEP_SECONDS = 300
+
+
+@pytest.fixture
+def cache_with_exporter(xrd_base, xrootd_account):
+    origin = start_origin(xrd_base, xrootd_account)
+    data_dir = xrootd_account.make_dir(xrd_base / "data0")
+    meta = xrootd_account.make_dir(xrd_base / "meta")
+    pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta))
+    udp_port = free_port(socket.SOCK_DGRAM)
+    args = exporter_args(pool, pool_name=POOL, switch=SWITCH, exporter_port=udp_port)
+    exporter = start_exporter([*args, "--host", HOST], xrd_base)
+    cache = start_cache(xrd_base, xrootd_account, pool, exporter_port=udp_port)
+    try:
+        yield origin, cache, exporter
+    finally:
+        cache.daemon.stop()
+        exporter.stop()
+        origin.daemon.stop()
+        origin.meter.close()
+
+
+class Poller:
+    """The operator's side: reads the exporter every 0.5 s into a drift history, as the facility does."""
+
+    def __init__(self, port: int):
+        self.port, self.history, self.reads = port, {}, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            text = metrics_text("127.0.0.1", self.port)
+            if text is not None:
+                self.history = record(self.history, parse_readings(text), time.monotonic(),
+                                      keep_seconds=KEEP_SECONDS)
+                self.reads += 1
+            self.stop.wait(0.5)
+
+    def points(self):
+        return self.history.get((POOL, HOST), (SWITCH, ()))[1]
+
+
+def test_observed_gbps_from_a_real_exporter_matches_the_bytes_the_client_received(cache_with_exporter, xrd_base):
+    origin, cache, exporter = cache_with_exporter
+    size = 8 * MIB + 11
+    lfn = origin.put("drift.bin", os.urandom(size))
+    warm = xrdcp(cache.url_for(lfn), xrd_base / "warm.bin")     # the cold read, before anything is measured
+    assert warm.returncode == 0, warm.stderr
+
+    poller = Poller(exporter.metrics_port)
+    poller.thread.start()
+    try:
+        def quiet() -> bool:
+            """Three summaries in a row with the same count: nothing in flight."""
+            points = poller.points()
+            return len(points) >= 3 and len({p.bytes for p in points[-3:]}) == 1
+        wait_until(quiet, timeout=30, interval=0.5, what="a quiet cache before the reads")
+        before = poller.points()[-1]
+
+        copies = 12
+        for i in range(copies):
+            result = xrdcp(cache.url_for(lfn), xrd_base / f"read{i}.bin")
+            assert result.returncode == 0, result.stderr
+            assert (xrd_base / f"read{i}.bin").stat().st_size == size
+        received = copies * size
+
+        wait_until(lambda: quiet() and poller.points()[-1].bytes > before.bytes, timeout=30, interval=0.5,
+                   what="the reads in the exporter's counter")
+        after = poller.points()[-1]
+    finally:
+        poller.stop.set()
+        poller.thread.join(timeout=5)
+
+    # The counter is xrootd's bytes to clients: every copy, plus a little protocol, never a copy more.
+    sent = after.bytes - before.bytes
+    assert received <= sent < received * 1.02, (sent, received)
+    assert poller.reads > len(poller.points())   # more reads than summaries: one point per summary
+
+    # A window from just before the reads (the quiet summary `before`) to the last summary.
+    rules = DriftRules(window_seconds=after.at - before.at + 2, stale_seconds=30)
+    # The reader's Gbps over the window is exactly the counter over the exporter's own summary times.
+    points = poller.points()
+    now = time.monotonic()
+    first = [p for p in points if after.at - p.at <= rules.window_seconds][0]
+    assert first.bytes == before.bytes
+    expected = (after.bytes - first.bytes) * 8 / (after.at - first.at) / 1e9
+    gbps = host_gbps(points, now, rules)
+    assert gbps == pytest.approx(expected) and gbps > 0
+    observed = observed_gbps(poller.history, {SWITCH: [(POOL, HOST)], "sw2": [(POOL, "elsewhere")]}, now, rules)
+    assert observed[SWITCH] == pytest.approx(gbps) and observed["sw2"] is None
+    # ... and what the client received over that span, within the protocol's share.
+    truth = received * 8 / (after.at - first.at) / 1e9
+    assert truth <= observed[SWITCH] < truth * 1.02
+
+    # Judged against a plan: a prediction twice what was served drifts once sustained; the right one never does.
+    wrong = assess({SWITCH: 2 * observed[SWITCH]}, observed, {}, now, DriftRules(floor_gbps=0.001, sustain_seconds=0))
+    assert [v.switch for v in wrong.drifting] == [SWITCH] and wrong.drifting[0].ratio == pytest.approx(0.5)
+    right = assess({SWITCH: observed[SWITCH] * 1.01}, observed, {SWITCH: SwitchDrift(True)}, now,
+                   DriftRules(floor_gbps=0.001, clear_seconds=0))
+    assert not right.drifting and right.cleared == (SWITCH,)
