@@ -4,9 +4,11 @@
     switchyard plan -f facility.yaml --from-cluster [--kubeconfig FILE]
 
 Prints, per switch, the cache hosts, the workers per fleet, the routing, the
-predicted uplink load in and out and the utilisation; then the totals, the
-LP bound and the gap to it (and, when the search stopped at its limit, that the
-plan is not proven optimal). Exit status: 0 planned, 1 valid but impossible
+predicted uplink load in and out and the utilisation (the LP optimum's), and
+beside them what competing TCP flows get (the fair share: what the switch's
+caches serve, its uplink in and out); then the totals, the LP bound and the
+gap to it (and, when the search stopped at its limit, that the plan is not
+proven optimal), and the fair-share aggregate. All in link Gbps. Exit status: 0 planned, 1 valid but impossible
 (the reason is printed), 2 unusable input (the message names the field).
 """
 
@@ -23,6 +25,7 @@ from pydantic import ValidationError
 
 from .api import AnalysisFacilitySpec
 from .planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
+from .planner.fairshare import PAYLOAD, with_fair_share
 from .topology import Topology, TopologyError, format_validation_error, load_topology, node_info, snapshot
 
 
@@ -60,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
     pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
     fleets = [FleetRequest(f.name, f) for f in spec.fleets]
     try:
-        result = plan(topology, pools, fleets, args.routing or spec.routing)
-        compared = _baselines(topology, pools, fleets, result) if args.compare else []
+        result = with_fair_share(topology, pools, fleets, plan(topology, pools, fleets, args.routing or spec.routing))
+        compared = [with_fair_share(topology, pools, fleets, b)
+                    for b in (_baselines(topology, pools, fleets, result) if args.compare else [])]
     except Unsatisfiable as exc:
         print(f"error: {exc.reason}: {exc.message}", file=sys.stderr)
         return 1
@@ -147,6 +151,10 @@ def switch_rows(result: Plan, topology: Topology) -> list[dict]:
             "outGbps": load.out_gbps,
             "utilisation": round(load.utilisation, 4),
         })
+        if result.fair:
+            rows[-1].update({"serveGbps": result.fair.switch_served.get(sw.name, 0.0),
+                             "fairInGbps": result.fair.uplinks[sw.name]["in"],
+                             "fairOutGbps": result.fair.uplinks[sw.name]["out"]})
     return rows
 
 
@@ -164,8 +172,14 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = ()) -> dic
         "hashWeights": {p: dict(w) for p, w in sorted(result.hash_weights.items())},
         "unplaced": dict(result.unplaced),
     }
+    if result.fair:
+        doc["fairShareGbps"] = result.fair.delivered_gbps
+        doc["fairShare"] = {"gbps": result.fair.delivered_gbps, "saturated": list(result.fair.saturated),
+                            "servedByHost": dict(result.fair.served),
+                            "ringSplit": {p: dict(s) for p, s in result.fair.ring_split.items()}}
     if compared:
         doc["baselines"] = [{"planner": b.planner, "predictedGbps": b.predicted_gbps,
+                             **({"fairShareGbps": b.fair.delivered_gbps} if b.fair else {}),
                              "peakUtilisation": round(max((u.utilisation for u in b.uplinks), default=0.0), 4),
                              "bottleneck": b.bottleneck} for b in compared]
     return doc
@@ -173,18 +187,21 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = ()) -> dic
 
 def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Plan] = ()) -> str:
     rows = switch_rows(result, topology)
-    header = ["SWITCH", "UPLINK", "CACHES"] + [f"W:{f}" for f in fleets] + ["RING", "ROUTING", "IN", "OUT", "UTIL"]
+    fair = ["serveGbps", "fairInGbps", "fairOutGbps"] if result.fair else []
+    header = (["SWITCH", "UPLINK", "CACHES"] + [f"W:{f}" for f in fleets] + ["RING", "ROUTING", "IN", "OUT", "UTIL"]
+              + (["SERVE", "FAIR-IN", "FAIR-OUT"] if fair else []))
     body = []
     for r in rows:
         body.append([r["name"], f"{r['uplinkGbps']:g}", str(sum(len(n) for n in r["caches"].values()))]
                     + [str(r["workers"].get(f, 0)) for f in fleets]
                     + [str(sum(r["ringWorkers"].values())), r["routing"], f"{r['inGbps']:.1f}", f"{r['outGbps']:.1f}",
-                       f"{100 * r['utilisation']:.1f}%"])
+                       f"{100 * r['utilisation']:.1f}%"] + [f"{r[k]:.1f}" for k in fair])
     peak = max((r["utilisation"] for r in rows), default=0.0)
     body.append(["TOTAL", f"{sum(r['uplinkGbps'] for r in rows):g}", str(sum(len(n) for r in rows for n in r["caches"].values()))]
                 + [str(sum(r["workers"].get(f, 0) for r in rows)) for f in fleets]
                 + [str(sum(sum(r["ringWorkers"].values()) for r in rows)), "", f"{sum(r['inGbps'] for r in rows):.1f}",
-                   f"{sum(r['outGbps'] for r in rows):.1f}", f"{100 * peak:.1f}% peak"])
+                   f"{sum(r['outGbps'] for r in rows):.1f}", f"{100 * peak:.1f}% peak"]
+                + [f"{sum(r[k] for r in rows):.1f}" for k in fair])
     widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + body]
     lines.append("")
@@ -192,11 +209,17 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
                  f"bound {result.bound_gbps:g} Gbps (gap {gap_percent(result):g}%"
                  f"{'' if result.optimal else ', not proven optimal'}); bottleneck: {result.bottleneck}; "
                  f"planner: {result.planner}")
+    if result.fair:
+        full = ", ".join(result.fair.saturated[:4]) + (f" (+{len(result.fair.saturated) - 4})" if len(result.fair.saturated) > 4 else "")
+        lines.append(f"fair share {result.fair.delivered_gbps:g} Gbps: what competing TCP flows get with this placement "
+                     f"(per-host serving; the LP optimum above is the best the routing allows); full: {full or 'nothing'}")
+        lines.append(f"all figures are link Gbps: a full link delivers ~{PAYLOAD:.3f} of it as TCP payload at 1500 MTU")
     for fleet, count in result.unplaced.items():
         lines.append(f"unplaced: fleet {fleet}: {count} worker(s) fit on no node")
     for b in compared:
         ratio = result.predicted_gbps / b.predicted_gbps if b.predicted_gbps else float("inf")
-        lines.append(f"baseline {b.planner}: {b.predicted_gbps:g} Gbps (this plan: {ratio:.2f}x), "
+        fair = f", fair share {b.fair.delivered_gbps:g} Gbps" if b.fair else ""
+        lines.append(f"baseline {b.planner}: {b.predicted_gbps:g} Gbps{fair} (this plan: {ratio:.2f}x), "
                      f"peak utilisation {100 * max((u.utilisation for u in b.uplinks), default=0):.1f}%, "
                      f"bottleneck: {b.bottleneck}")
     return "\n".join(lines) + "\n"

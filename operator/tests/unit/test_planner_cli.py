@@ -51,7 +51,8 @@ def test_the_table_shows_each_switch_the_totals_the_bound_and_the_gap(tmp_path, 
     code, out, err = run(tmp_path, capsys, facility())
     assert code == 0, err
     header, rack_a, rack_b, total = out.splitlines()[:4]
-    assert header.split() == ["SWITCH", "UPLINK", "CACHES", "W:dask", "RING", "ROUTING", "IN", "OUT", "UTIL"]
+    assert header.split() == ["SWITCH", "UPLINK", "CACHES", "W:dask", "RING", "ROUTING", "IN", "OUT", "UTIL",
+                              "SERVE", "FAIR-IN", "FAIR-OUT"]
     assert rack_a.split()[:3] == ["rack-a", "10", "2"]
     assert rack_b.split()[:3] == ["rack-b", "10", "0"]
     assert total.split()[:4] == ["TOTAL", "20", "2", "20"]
@@ -69,6 +70,24 @@ def test_json_and_yaml_carry_the_whole_plan(tmp_path, capsys, fmt, parse):
     assert doc["predictedGbps"] <= doc["boundGbps"]
     assert doc["gapPercent"] == pytest.approx(100 * (1 - doc["predictedGbps"] / doc["boundGbps"]), abs=0.01)
     assert sum(doc["hashWeights"]["xcache"].values()) == pytest.approx(1)
+
+
+def test_the_fair_share_is_printed_beside_the_optimum(tmp_path, capsys):
+    """rack-b's 10 workers read 2 Gbps each over rack-a's 10 Gbps uplink when placed there: the LP and the
+    fair share agree on the total, and the fair share says what each switch's caches serve."""
+    code, out, _ = run(tmp_path, capsys, facility(), TOPOLOGY, "-o", "json", "--compare")
+    doc = json.loads(out)
+    assert 0 < doc["fairShareGbps"] <= doc["predictedGbps"] + 1e-3
+    served = sum(s["serveGbps"] for s in doc["switches"])
+    assert served == pytest.approx(doc["fairShareGbps"], abs=0.01)
+    assert sum(doc["fairShare"]["servedByHost"].values()) == pytest.approx(served, abs=0.01)
+    assert all(s["fairInGbps"] <= s["uplinkGbps"] + 1e-6 and s["fairOutGbps"] <= s["uplinkGbps"] + 1e-6
+               for s in doc["switches"])
+    assert all(0 < b["fairShareGbps"] <= b["predictedGbps"] + 1e-3 for b in doc["baselines"])
+    code, out, _ = run(tmp_path, capsys, facility(), TOPOLOGY, "--compare")
+    line = next(x for x in out.splitlines() if x.startswith("fair share"))
+    assert f"{doc['fairShareGbps']:g} Gbps" in line and "link Gbps" in out
+    assert all("fair share" in x for x in out.splitlines() if x.startswith("baseline"))
 
 
 def test_compare_judges_the_baselines_by_the_same_model(tmp_path, capsys):
