@@ -122,6 +122,12 @@ realnode-deps: ## buildah, debootstrap, containerd, runc, CNI plugins, iptables 
 images: realnode-deps tools
 	REGISTRY=$(REGISTRY) PUSH=$(PUSH) bash hack/build-images.sh
 
+# The dask-gateway image the chart's gateway.image names (dask-gateway-server +
+# switchyard[gateway]); separate from `make images`, which `make test` runs.
+.PHONY: image-gateway
+image-gateway: images
+	REGISTRY=$(REGISTRY) PUSH=$(PUSH) bash images/gateway/build.sh
+
 # The e2e on real kubelet nodes alone (`make test` runs it too).
 e2e-real: install realnode-deps tools images
 	SWITCHYARD_REAL_NODES=1 SWITCHYARD_REAL_CLUSTER=$(REAL_CLUSTER) $(PY) -m pytest -q e2e/test_real_nodes.py
