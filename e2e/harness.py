@@ -26,9 +26,9 @@ class Cluster:
         return localcluster.kubectl(self.name, *args, check=check)
 
 
-def cluster_lifetime(name: str):
+def cluster_lifetime(name: str, topology: pathlib.Path = TOPOLOGY):
     """Start (or reuse) local cluster `name` with the CRDs, yield it, delete it (unless SWITCHYARD_KEEP_CLUSTER)."""
-    kubeconfig = localcluster.up(name, TOPOLOGY)
+    kubeconfig = localcluster.up(name, topology)
     localcluster.install_crds(name)
     yield Cluster(name, kubeconfig)
     if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):

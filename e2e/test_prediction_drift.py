@@ -1,0 +1,188 @@
+"""PredictionDrift end to end: the operator reads a real exporter beside a real cache and judges the plan.
+
+kwok runs no containers, so the cache pod on rack-a is played here: a real
+xrootd cache in front of a real origin, and its exporter sidecar started with
+the pod's own arguments, listening on the pod's address (its node's loopback
+InternalIP) as in a cluster. The fleet's workers are planned to read 0.01
+Gbps each; the real client reads far more, so the operator (short drift
+windows) sets Degraded=True PredictionDrift naming rack-a, with a Warning
+event and the drift gauges, and leaves every child as it was. When the reads
+stop the facility is idle and the drift clears with a Normal event.
+rack-b's cache host has no exporter: it is unmeasured, never named.
+
+Its own cluster (SWITCHYARD_DRIFT_CLUSTER, default sy-drift; two switches,
+one cache host each), removed afterwards unless SWITCHYARD_KEEP_CLUSTER is set.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import localcluster
+from facilities import facility
+from harness import cluster_lifetime, start_operator, stop_operator, temporary_namespace
+from support import REPO, condition, wait_for, wait_ready
+
+sys.path.insert(0, str(REPO / "operator" / "tests" / "integration"))
+from xrootd_fixtures import Account, cache_pool, free_port, require, start_cache, start_origin, workspace, xrdcp  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+NAME = os.environ.get("SWITCHYARD_DRIFT_CLUSTER", "sy-drift")
+POOL = "af-xcache"
+MIB = 1 << 20
+DRIFT_ENV = {"SWITCHYARD_TIMER_SECONDS": "1", "SWITCHYARD_DRIFT_READ_SECONDS": "1",
+             "SWITCHYARD_DRIFT_WINDOW_SECONDS": "4", "SWITCHYARD_DRIFT_STALE_SECONDS": "10",
+             "SWITCHYARD_DRIFT_SUSTAIN_SECONDS": "4", "SWITCHYARD_DRIFT_CLEAR_SECONDS": "2",
+             "SWITCHYARD_DRIFT_FLOOR_GBPS": "0.001"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    yield from cluster_lifetime(NAME, REPO / "e2e" / "topologies" / "drift.yaml")
+
+
+@pytest.fixture
+def namespace(cluster):
+    yield from temporary_namespace(cluster.kube, "drift")
+
+
+@pytest.fixture
+def operator(cluster, namespace):
+    log_path = localcluster.CACHE / "e2e-logs" / NAME / "operator.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = start_operator(cluster.kubeconfig, log_path, "--namespace", namespace, "--metrics-port", str(port),
+                          **DRIFT_ENV)
+    yield port
+    stop_operator(proc)
+    print(f"operator log: {log_path}")
+
+
+@pytest.fixture
+def rig():
+    """An origin with one file; caches and exporters started by the test are stopped with it."""
+    require("xrootd", "xrdcp")
+    account = Account.for_daemons()
+    base = workspace(account)
+    origin = start_origin(base, account)
+    started = []
+    try:
+        yield base, account, origin, started
+    finally:
+        for stop in reversed(started):
+            stop()
+        origin.daemon.stop()
+        origin.meter.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def exporter_command(pod: dict, udp_port: int, data: str, meta: str) -> list[str]:
+    """The pod's exporter container, as the kubelet would run it, fed by our cache and on the pod's address."""
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")
+    args = list(container["args"])
+    assert args[0] == "exporter"
+    out, data_given = [], False
+    for flag, value in zip(args[1::2], args[2::2]):
+        if flag == "--udp":
+            value = f"127.0.0.1:{udp_port}"
+        elif flag == "--meta-path":
+            value = meta
+        elif flag == "--data-path":
+            if data_given:
+                continue
+            value, data_given = data, True
+        out += [flag, value]
+    return [sys.executable, "-m", "switchyard.cli", "exporter", *out,
+            "--host", pod["spec"]["nodeName"], "--metrics-address", pod["status"]["podIP"]]
+
+
+def operator_samples(port: int, name: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {s.labels.get("switch", ""): s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == name}
+
+
+def generations(kube, namespace: str) -> dict[str, int]:
+    return {f"{kind}/{o['metadata']['name']}": o["metadata"]["generation"]
+            for kind in ("StatefulSet", "Deployment", "XCachePool", "WorkerFleet")
+            for o in kube.list(kind, namespace)}
+
+
+def test_reads_far_above_the_plan_raise_prediction_drift_and_idleness_clears_it(cluster, namespace, operator, rig):
+    base, account, origin, started = rig
+    af = facility(workers=2)
+    af["metadata"]["namespace"] = namespace
+    af["spec"]["network"]["switches"] = [{"name": "rack-a", "uplinkGbps": 40}, {"name": "rack-b", "uplinkGbps": 40}]
+    af["spec"]["fleets"][0]["readGbps"] = 0.01
+    cluster.kube.apply(af)
+    wait_ready(cluster, namespace)
+    plan = cluster.kube.get("AnalysisFacility", namespace, "af")["status"]["plan"]
+    serve = {s["name"]: s["serveGbps"] for s in plan["switches"]}
+    assert 0 < serve["rack-a"] < 0.1, serve
+    pods = {p["metadata"]["labels"]["switchyard.dev/switch"]: p
+            for p in cluster.kube.list("Pod", namespace, {"switchyard.dev/pool": POOL})}
+    assert set(pods) == {"rack-a", "rack-b"}
+    pod = pods["rack-a"]
+    assert pod["status"]["podIP"].startswith("127.1.")
+
+    # rack-a's cache host: a real cache, and its exporter as the pod runs it.
+    data_dir = account.make_dir(base / "data0")
+    meta_dir = account.make_dir(base / "meta")
+    pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta_dir))
+    udp_port = free_port(socket.SOCK_DGRAM)
+    exporter = subprocess.Popen(exporter_command(pod, udp_port, str(data_dir), str(meta_dir)),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started.append(lambda: (exporter.terminate(), exporter.wait(10)))
+    cache = start_cache(base, account, pool, exporter_port=udp_port)
+    started.append(cache.daemon.stop)
+    lfn = origin.put("drift.bin", os.urandom(16 * MIB))
+    assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
+    before = generations(cluster.kube, namespace)
+
+    stop = threading.Event()
+
+    def read_until_stopped():
+        while not stop.is_set():
+            xrdcp(cache.url_for(lfn), base / "read.bin")
+
+    reader = threading.Thread(target=read_until_stopped, daemon=True)
+    reader.start()
+    started.append(lambda: (stop.set(), reader.join(60)))
+    try:
+        def drifting():
+            obj = cluster.kube.get("AnalysisFacility", namespace, "af")
+            degraded = condition(obj, "Degraded")
+            return obj if degraded.get("reason") == "PredictionDrift" and degraded.get("status") == "True" else None
+
+        obj = wait_for(drifting, 90, what="Degraded=True PredictionDrift while the client reads")
+        message = condition(obj, "Degraded")["message"]
+        assert "switch rack-a served" in message and "rack-b" not in message, message
+        assert condition(obj, "Ready")["status"] == "True", "a drift does not make the facility unready"
+        assert any(e.get("reason") == "PredictionDrift" and e.get("type") == "Warning" and "rack-a" in e["message"]
+                   for e in cluster.kube.list("Event", namespace))
+        assert operator_samples(operator, "switchyard_prediction_drift") == {"rack-a": 1.0, "rack-b": 0.0}
+        ratio = operator_samples(operator, "switchyard_prediction_ratio")
+        assert set(ratio) == {"rack-a"} and ratio["rack-a"] > 1.25       # rack-b is unmeasured: no ratio
+        observed = operator_samples(operator, "switchyard_observed_gbps")
+        assert set(observed) == {"rack-a"} and observed["rack-a"] > 0.1
+        assert set(operator_samples(operator, "switchyard_predicted_gbps")) == {"rack-a", "rack-b"}
+    finally:
+        stop.set()
+        reader.join(60)
+
+    wait_for(lambda: condition(cluster.kube.get("AnalysisFacility", namespace, "af"), "Degraded")["status"] == "False",
+             60, what="the drift to clear once the facility is idle")
+    assert any(e.get("reason") == "PredictionAgrees" and "rack-a" in e["message"]
+               for e in cluster.kube.list("Event", namespace))
+    assert operator_samples(operator, "switchyard_prediction_drift") == {"rack-a": 0.0, "rack-b": 0.0}
+    assert generations(cluster.kube, namespace) == before, "the drift check changed a child"
