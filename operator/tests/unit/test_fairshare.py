@@ -198,3 +198,22 @@ def test_the_benchs_reference_is_the_products():
     assert share.uplinks["a"] == {"out": pytest.approx(10, abs=1e-3), "in": 0.0}
     assert share.served == {"c0": pytest.approx(10, abs=1e-3), "c1": pytest.approx(10, abs=1e-3)}
     assert share.saturated == ("node_in:w", "up_out:a")
+
+
+def test_the_facility_status_carries_the_fair_share_for_every_switch():
+    """What the operator writes (desired_facility → status.plan), which the live check reads."""
+    from switchyard.api.analysisfacility import AnalysisFacilityStatus
+    from switchyard.desired.facility import desired_facility
+
+    from test_desired import NODES, SETTINGS, facility_spec
+
+    out = desired_facility("af", facility_spec(6), None, NODES, [], [], SETTINGS)
+    written = AnalysisFacilityStatus.model_validate(out.status).plan
+    assert written.fair_share_gbps == pytest.approx(out.extra["plan"].fair.delivered_gbps)
+    assert 0 < written.fair_share_gbps <= written.predicted_gbps + 1e-3
+    assert {s.name for s in written.switches} == {"rack-a", "rack-b", "rack-c"}
+    assert sum(s.serve_gbps for s in written.switches) == pytest.approx(written.fair_share_gbps, abs=0.01)
+    for s in written.switches:
+        assert "serveGbps" in next(x for x in out.status["plan"]["switches"] if x["name"] == s.name)
+        assert s.fair_in_gbps == out.extra["plan"].fair.uplinks[s.name]["in"]
+        assert s.fair_out_gbps == out.extra["plan"].fair.uplinks[s.name]["out"]
