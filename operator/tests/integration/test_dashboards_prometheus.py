@@ -5,7 +5,10 @@ Prometheus (Debian's) scrapes two targets on loopback:
   (real kube-apiserver, kwok nodes from e2e/topologies/mini.yaml), so the plan
   gauges, reconcile counters and latencies exist;
 - the cache exporter beside a real xrootd cache in front of a real origin,
-  labelled as one of the facility's planned cache hosts, fed by real reads.
+  labelled as one of the facility's planned cache hosts, fed by real reads,
+  and listening where that host's pod is (its kwok node's loopback address,
+  the sidecar's port), so the operator reads it too (prediction drift); the
+  switch's other planned host gets a real cache and exporter of its own.
 
 Then every panel query of every dashboard, with its template variables set as
 Grafana would set them, goes through Prometheus' HTTP API: it must parse and
@@ -27,7 +30,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -37,7 +39,7 @@ from xrootd_fixtures import (Account, cache_pool, free_port, require, start_cach
 
 from switchyard.generate import dashboards
 from switchyard.apply import Kube
-from switchyard.exporterspec import exporter_args
+from switchyard.exporterspec import DEFAULT_METRICS_PORT, exporter_args
 from switchyard.metrics import catalog, series_names
 
 pytestmark = pytest.mark.integration
@@ -84,7 +86,10 @@ def facility(cluster):
         operator = subprocess.Popen(
             [sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(cluster),
              "--metrics-port", str(metrics_port), "--health-port", "0", "--namespace", namespace],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "SWITCHYARD_TIMER_SECONDS": "2"},
+            stdout=log, stderr=subprocess.STDOUT,
+            # Drift readings every second over a 6 s window: observed Gbps within the test's time.
+            env={**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_DRIFT_READ_SECONDS": "1",
+                 "SWITCHYARD_DRIFT_WINDOW_SECONDS": "6"},
             start_new_session=True)
     obj = facility_object("af", workers=6)
     obj["metadata"]["namespace"] = namespace
@@ -101,8 +106,17 @@ def facility(cluster):
         wait_until(lambda: pool_planned() is not None, timeout=120, interval=1, what="the cache pool to be planned")
         hosts = pool_planned()["hosts"]
         switch = sorted(s for s, h in hosts.items() if h)[0]
+
+        def pod_addresses():
+            """node -> pod address of the switch's planned cache hosts, once every pod has one."""
+            pods = {p["spec"].get("nodeName"): p["status"].get("podIP")
+                    for p in kube.list("Pod", namespace, {"switchyard.dev/pool": "af-xcache"})}
+            return {h: pods[h] for h in hosts[switch]} if all(pods.get(h) for h in hosts[switch]) else None
+
+        wait_until(lambda: pod_addresses() is not None, timeout=120, interval=1, what="the cache pods' addresses")
         yield {"namespace": namespace, "facility": "af", "pool": "af-xcache", "switch": switch,
-               "host": sorted(hosts[switch])[0], "metrics_port": metrics_port, "operator": operator, "log": log_path}
+               "host": sorted(hosts[switch])[0], "addresses": pod_addresses(), "metrics_port": metrics_port,
+               "operator": operator, "log": log_path}
     finally:
         operator.terminate()
         try:
@@ -120,15 +134,21 @@ def prometheus(facility):
     account = Account.for_daemons()
     base = workspace(account)
     origin = start_origin(base, account)
-    data_dir = account.make_dir(base / "data0")
-    meta = account.make_dir(base / "meta")
-    pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta), pfc={"lowWatermark": 0.8, "highWatermark": 0.9})
-    udp_port = free_port(socket.SOCK_DGRAM)
-    args = exporter_args(pool, pool_name=facility["pool"], switch=facility["switch"], exporter_port=udp_port)
-    exporter = start_exporter([*args, "--host", facility["host"]], base)
-    cache = start_cache(base, account, pool, exporter_port=udp_port)
+    exporters, caches = [], []
     try:
-        with run_prometheus([f"127.0.0.1:{facility['metrics_port']}", f"127.0.0.1:{exporter.metrics_port}"], base) as prom:
+        # One real cache per planned host of the switch, its exporter where its pod is; reads go to the first.
+        for host, address in sorted(facility["addresses"].items(), key=lambda item: item[0] != facility["host"]):
+            data_dir = account.make_dir(base / f"data-{host}")
+            meta = account.make_dir(base / f"meta-{host}")
+            pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta),
+                              pfc={"lowWatermark": 0.8, "highWatermark": 0.9})
+            udp_port = free_port(socket.SOCK_DGRAM)
+            args = exporter_args(pool, pool_name=facility["pool"], switch=facility["switch"], exporter_port=udp_port)
+            exporters.append(start_exporter([*args, "--host", host], base, address=address, port=DEFAULT_METRICS_PORT))
+            caches.append(start_cache(base, account, pool, exporter_port=udp_port))
+        cache = caches[0]
+        targets = [f"127.0.0.1:{facility['metrics_port']}", *(f"{e.address}:{e.metrics_port}" for e in exporters)]
+        with run_prometheus(targets, base) as prom:
             prom.wait_for(prom.targets_up, timeout=60, what="both targets up")
             # Wait for a first scrape of the exporter's counters, so the reads below are an increase.
             prom.wait_for(lambda: prom.query("switchyard_xcache_client_bytes_total"), timeout=60,
@@ -147,10 +167,15 @@ def prometheus(facility):
             # Rates need a reconcile between two scrapes (the timer runs every 2 s).
             prom.wait_for(lambda: (prom.value(f"sum(increase(switchyard_reconcile_duration_seconds_count[{RATE_WINDOW}]))") or 0) > 0,
                           timeout=60, what="a reconcile while Prometheus scrapes")
+            # The operator read the switch's exporters: observed against predicted for it.
+            prom.wait_for(lambda: prom.query(f'switchyard_prediction_ratio{{switch="{facility["switch"]}"}}'),
+                          timeout=60, what="the operator's prediction ratio for the read switch")
             yield prom
     finally:
-        cache.daemon.stop()
-        exporter.stop()
+        for cache in caches:
+            cache.daemon.stop()
+        for exporter in exporters:
+            exporter.stop()
         origin.daemon.stop()
         origin.meter.close()
         shutil.rmtree(base, ignore_errors=True)

@@ -335,11 +335,12 @@ class Exporter:
     metrics_port: int
     log: Path
     extra: dict = field(default_factory=dict)
+    address: str = "127.0.0.1"
 
     def scrape(self) -> str:
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
+        with urllib.request.urlopen(f"http://{self.address}:{self.metrics_port}/metrics", timeout=5) as response:
             return response.read().decode()
 
     def stop(self) -> None:
@@ -352,17 +353,20 @@ class Exporter:
                 self.process.wait(timeout=10)
 
 
-def start_exporter(args: list[str], workdir: Path, env: dict[str, str] | None = None) -> Exporter:
-    """`env`: added to this process's environment (a pod's NODE_NAME)."""
-    metrics_port = free_port()
+def start_exporter(args: list[str], workdir: Path, env: dict[str, str] | None = None,
+                   address: str = "127.0.0.1", port: int | None = None) -> Exporter:
+    """`env`: added to this process's environment (a pod's NODE_NAME); `address` and `port`: where /metrics
+    listens (default a free port on 127.0.0.1; a simulated pod's address and the sidecar's port to be read
+    as the operator reads it)."""
+    metrics_port = port or free_port()
     log = workdir / f"exporter{metrics_port}.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "switchyard.exporter", *args,
-             "--metrics-address", "127.0.0.1", "--metrics-port", str(metrics_port)],
+             "--metrics-address", address, "--metrics-port", str(metrics_port)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})},
         )
-    exporter = Exporter(process, metrics_port, log)
+    exporter = Exporter(process, metrics_port, log, address=address)
 
     def serving() -> bool:
         if process.poll() is not None:
