@@ -75,6 +75,7 @@ class Formulation:
     split: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (fleet, switch, class) -> workers there
     shares: dict[int, dict[int, float]] = field(default_factory=dict)     # hashed: pool -> switch -> fixed ring share
     cut: bool = False          # packing cuts were added (heuristic rows: the model no longer holds every placement)
+    fixed: bool = False        # every count fixed (formulate_fixed): only the flows are free
 
     def integers(self) -> list[int]:
         return [v for v, integer in enumerate(self.model.integer) if integer]
@@ -90,15 +91,10 @@ def formulate(problem: Problem, mode: str, current: Current | None = None,
               shares: dict[int, dict[int, float]] | None = None) -> Formulation:
     """The model; in hashed mode with `shares` (pool -> switch -> its caches' share of the ring, see
     ring_shares), ring bytes a switch's readers get from its own caches stay off its uplink."""
-    if mode not in MODES:
-        raise ValueError(f"routing must be one of {', '.join(MODES)}, not {mode!r}")
-    m = LinearModel()
-    fm = Formulation(problem, mode, m)
+    fm, readers = _empty(problem, mode)
+    m = fm.model
     fm.shares = shares if mode == "hashed" and shares else {}
-    fm.util = m.var(0.0, 1.0)
     pools, fleets = problem.pools, problem.fleets
-    readers = {p: [j for j, f in enumerate(fleets) if f.pool == p and f.replicas] for p in range(len(pools))}
-
     for s, sw in enumerate(problem.switches):
         for k, nc in enumerate(sw.classes):
             for p in sorted(nc.eligible):
@@ -143,6 +139,42 @@ def formulate(problem: Problem, mode: str, current: Current | None = None,
     if current is not None:
         _moves(fm, current)
     return fm
+
+
+def formulate_fixed(problem: Problem, mode: str, counts: Current) -> Formulation:
+    """The flows of a placement whose counts are all fixed (`counts`, which must pack on the nodes):
+    a linear program over ring serving and reading only, what the ring weights of a placement are
+    planned on. No capacity rows: a packing of the counts satisfies them. The routing flags follow
+    from the counts (a switch with ring readers of a pool does not serve its ring in auto mode; one
+    with a cache host of the pool has no ring readers in local mode), so no integer is left."""
+    fm, readers = _empty(problem, mode)
+    fm.fixed = True
+    m = fm.model
+    pools, fleets = problem.pools, problem.fleets
+    for s, sw in enumerate(problem.switches):
+        for k, nc in enumerate(sw.classes):
+            for p in sorted(nc.eligible):
+                if cache_fits(pools[p], nc):
+                    n = counts.caches.get((p, s, k), 0)
+                    fm.caches[p, s, k] = m.var(n, n)
+        for j, f in enumerate(fleets):
+            if f.replicas:
+                local, ring = counts.workers.get((j, s), 0), counts.ring.get((j, s), 0)
+                fm.local[j, s] = m.var(local, local)
+                if f.pool is not None:
+                    fm.ring[j, s] = m.var(ring, ring)
+    _flows(fm, readers)
+    return fm
+
+
+def _empty(problem: Problem, mode: str) -> tuple[Formulation, dict[int, list[int]]]:
+    """A formulation with only its peak variable, and each pool's reading fleets."""
+    if mode not in MODES:
+        raise ValueError(f"routing must be one of {', '.join(MODES)}, not {mode!r}")
+    fm = Formulation(problem, mode, LinearModel())
+    fm.util = fm.model.var(0.0, 1.0)
+    fleets = problem.fleets
+    return fm, {p: [j for j, f in enumerate(fleets) if f.pool == p and f.replicas] for p in range(len(problem.pools))}
 
 
 def _workers(fm: Formulation):
@@ -333,7 +365,13 @@ def _exclusive(fm: Formulation, p: int, s: int, ring_serve: int, serve_max: floa
     """auto: ring serving and ring reading of one pool never share a switch.
     local: ring readers only where the pool has no cache."""
     m = fm.model
-    flag = m.var(0, 1, integer=True)
+    if fm.fixed:
+        # the counts decide the flag: auto serves the ring only without ring readers; local has
+        # ring readers only without a cache host
+        on = sum(m.ub[v] for v, _ in ring) == 0 if fm.mode == "auto" else sum(m.ub[v] for v, _ in hosts) > 0
+        flag = m.var(float(on), float(on))
+    else:
+        flag = m.var(0, 1, integer=True)
     fm.flags.add(flag)
     if fm.mode == "auto":
         m.row([(ring_serve, 1.0), (flag, -serve_max)], ub=0.0)

@@ -38,14 +38,18 @@ class Packing:
 
 def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]],
          workers: Mapping[tuple[int, int], int], keep: Mapping[tuple[int, int], int] | None = None,
-         exact: bool = True, per_class: Mapping[tuple[int, int, int], int] | None = None) -> Packing:
+         exact: bool = True, per_class: Mapping[tuple[int, int, int], int] | None = None,
+         memo: dict | None = None, quick: bool = False) -> Packing:
     """cache_nodes: (pool, switch) -> nodes; workers: (fleet, switch) -> count.
 
     keep: counts that run today; when not every worker fits, those stay first.
     per_class: (fleet, switch, class) -> count, the split the model planned: each class's share is
     spread evenly over its nodes first (so every node gets the class's mix, which the model checked
     in aggregate), and what does not fit there goes to the greedy fill.
-    exact=False skips the per-switch MILP (the greedy fill's leftovers are the shortfall)."""
+    exact=False skips the per-switch MILP (the greedy fill's leftovers are the shortfall).
+    memo: a dict kept between calls on the same problem (candidates that differ on a few switches):
+    a switch packed before with the same input is not packed again (its packing is a function of it).
+    quick: no MILP for a switch whose workers exceed its room in sum (the greedy fill's count is taken)."""
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
     left: dict[str, tuple[float, ...]] = {}
@@ -56,32 +60,100 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     caches_on: dict[int, dict] = {}     # switch -> its (pool, switch) -> nodes: no scan of all per switch
     for (p, s), nodes in sorted(cache_nodes.items()):
         caches_on.setdefault(s, {})[p, s] = nodes
+    split_on: dict[int, dict] = {}
+    for (j, s, k), n in sorted((per_class or {}).items()):
+        split_on.setdefault(s, {})[j, s, k] = n
     for s in range(len(problem.switches)):
-        free = _free_after_caches(problem, s, caches_on.get(s, {}), out)
         wanted = by_switch.get(s, {})
-        placed = _spread(problem, s, free, wanted, per_class) if per_class else {}
-        rest = {j: n - _count(placed).get(j, 0) for j, n in wanted.items()}
-        if any(rest.values()):
-            room = {name: list(r) for name, r in free.items()}
+        kept = {j: n for (j, ss), n in (keep or {}).items() if ss == s}
+        key = (s, tuple(sorted(caches_on.get(s, {}).items())), tuple(sorted(wanted.items())),
+               tuple(split_on.get(s, {}).items()) if per_class else None, tuple(sorted(kept.items())), exact, quick)
+        if memo is not None and key in memo:
+            pods, free, counted = memo[key]
+        else:
+            pods: dict[str, dict[str, int]] = {}
+            free = _free_after_caches(problem, s, caches_on.get(s, {}), pods)
+            placed = _pack_switch(problem, s, free, wanted, split_on.get(s, {}) if per_class else None, kept,
+                                  exact and not (quick and _too_many(problem, free, wanted)))
             for (j, name), count in placed.items():
-                size = _size(problem, j, name)
-                room[name] = [room[name][i] - count * size[i] for i in range(4)]
-            for key, count in _greedy(problem, room, {j: n for j, n in rest.items() if n}).items():
-                placed[key] = placed.get(key, 0) + count
-        if exact and _count(placed) != wanted:
-            placed = _exact(problem, free, wanted, {j: n for (j, ss), n in (keep or {}).items() if ss == s}, placed)
-        for (j, name), count in placed.items():
-            if count:
-                slot = out.setdefault(name, {})
-                slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
-                size = _size(problem, j, name)
-                free[name] = [free[name][i] - count * size[i] for i in range(4)]
-        counted = _count(placed)
+                if count:
+                    slot = pods.setdefault(name, {})
+                    slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
+                    size = _size(problem, j, name)
+                    room = free[name]
+                    free[name] = [room[0] - count * size[0], room[1] - count * size[1], room[2] - count * size[2],
+                                  room[3] - count * size[3]]
+            counted = _count(placed)
+            if memo is not None:
+                memo[key] = (pods, free, counted)
+        for name, kinds in pods.items():
+            out[name] = dict(kinds)
         for j, n in wanted.items():
             if counted.get(j, 0) < n:
                 shortfall[j, s] = n - counted.get(j, 0)
         left.update((name, tuple(room)) for name, room in free.items())
     return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall, left)
+
+
+def _pack_switch(problem: Problem, s: int, free: dict[str, list[float]], wanted: dict[int, int],
+                 per_class: Mapping | None, keep: dict[int, int], exact: bool) -> dict[tuple[int, str], int]:
+    """One switch's workers on its nodes (`free`: the room the cache pods leave): the split spread,
+    the greedy fill, the MILP if those leave workers over."""
+    placed = _spread(problem, s, free, wanted, per_class) if per_class else {}
+    rest = {j: n - _count(placed).get(j, 0) for j, n in wanted.items()}
+    if any(rest.values()):
+        room = {name: list(r) for name, r in free.items()}
+        for (j, name), count in placed.items():
+            size = _size(problem, j, name)
+            room[name] = [room[name][i] - count * size[i] for i in range(4)]
+        for key, count in _greedy(problem, room, {j: n for j, n in rest.items() if n}).items():
+            placed[key] = placed.get(key, 0) + count
+    if exact and _count(placed) != wanted and per_class:
+        # the split may have cut a node's room into slivers: the plain greedy fill before the MILP
+        plain = _greedy(problem, {name: list(r) for name, r in free.items()}, wanted)
+        if _count(plain) == wanted:
+            placed = plain
+    if exact and _count(placed) != wanted:
+        placed = _exact(problem, free, wanted, keep, placed)
+    return placed
+
+
+def capacity_split(problem: Problem, workers: Mapping[tuple[int, int], int],
+                   cache_nodes: Mapping[tuple[int, int], tuple[str, ...]]) -> dict[tuple[int, int, int], int]:
+    """(fleet, switch, class) -> workers: each switch's count split over its node classes in proportion to
+    the workers of the fleet each class holds (a cache host holds fewer; largest remainders first), a
+    split for `pack` to spread when the model's own is not at hand (a placement kept from before)."""
+    hosts: dict[tuple[int, int], list[int]] = {}       # (switch, class) -> pool of each cache host
+    for (p, s), nodes in cache_nodes.items():
+        classes = problem.switches[s].classes
+        for name in nodes:
+            node_class = problem.class_of(name)
+            k = next(k for k, nc in enumerate(classes) if nc is node_class)
+            hosts.setdefault((s, k), []).append(p)
+    out = {}
+    for (j, s), n in sorted(workers.items()):
+        if n <= 0:
+            continue
+        room = {}
+        for k, nc in enumerate(problem.switches[s].classes):
+            pools = hosts.get((s, k), [])
+            room[k] = (nc.count - len(pools)) * problem.slots(j, nc) + sum(problem.slots(j, nc, p) for p in pools)
+        total = sum(room.values())
+        if not total:
+            continue
+        out.update(((j, s, k), c) for k, c in largest_remainders(n, room).items() if c)
+    return out
+
+
+def largest_remainders(n: int, weights: Mapping[int, float]) -> dict[int, int]:
+    """n split in proportion to the (positive) weights, in whole numbers that add up to n: each gets
+    the floor of its share, then the largest remainders one more (ties by key)."""
+    total = sum(weights.values())
+    exact = {k: n * w / total for k, w in weights.items() if w}
+    counts = {k: math.floor(v) for k, v in exact.items()}
+    for k in sorted(exact, key=lambda k: (counts[k] - exact[k], k))[:n - sum(counts.values())]:
+        counts[k] += 1
+    return counts
 
 
 def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int], hashed: dict[tuple[int, int], int],
@@ -167,7 +239,17 @@ def _size(problem: Problem, j: int, node: str) -> tuple[float, float, float, flo
 
 
 def _fit(room: list[float], size: tuple) -> int:
-    return max(0, int(min((room[i] + EPS) // size[i] for i in range(4))))
+    r0, r1, r2, r3 = room
+    s0, s1, s2, s3 = size
+    return max(0, int(min((r0 + EPS) // s0, (r1 + EPS) // s1, (r2 + EPS) // s2, (r3 + EPS) // s3)))
+
+
+def _too_many(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int]) -> bool:
+    """Whether the workers' CPU, memory or pods exceed the switch's room in sum (no packing holds them all)."""
+    fleets = problem.fleets
+    need = (sum(fleets[j].cpu_millis * n for j, n in wanted.items()),
+            sum(fleets[j].memory_bytes * n for j, n in wanted.items()), sum(wanted.values()))
+    return any(sum(r[d] for r in free.values()) + EPS < need[d] for d in range(3))
 
 
 def _spread(problem: Problem, s: int, free: dict[str, list[float]], wanted: dict[int, int],

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from ..topology import Topology
 from .flow import evaluate
 from .formulation import Current, Formulation
 from .lp import Solution
 from .model import Placement, Plan
-from .packing import Packing, pack, relocate
+from .packing import Packing, largest_remainders, pack, relocate
 from .problem import Problem
 from .stages import EXACT_LIMIT
 
@@ -116,11 +115,7 @@ def _class_split(problem: Problem, fm: Formulation, x, workers: dict[tuple[int, 
         total = sum(shares.values())
         if not shares or total <= 0:
             continue
-        exact = {k: n * v / total for k, v in shares.items()}
-        counts = {k: math.floor(v) for k, v in exact.items()}
-        for k in sorted(exact, key=lambda k: (counts[k] - exact[k], k))[:n - sum(counts.values())]:
-            counts[k] += 1
-        out.update(((j, s, k), c) for k, c in counts.items() if c)
+        out.update(((j, s, k), c) for k, c in largest_remainders(n, shares).items() if c)
     return out
 
 

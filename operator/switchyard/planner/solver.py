@@ -30,6 +30,7 @@ from .formulation import formulate, ring_shares
 from .lp import Infeasible
 from .model import OPTIMAL_GAP, FleetRequest, Placement, Plan, PoolRequest
 from .problem import build_problem
+from .repair import large, repair
 from .realise import _current, _fit_to_packing, _plan_of, _realise, _ring_weights
 from .stages import EXACT_LIMIT, solve, upper_bound
 from .stay import better, staying
@@ -44,6 +45,12 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
             n for by_switch in current.workers.values() for n in by_switch.values()):
         current = None      # nothing runs yet (a facility's first reconcile): a first plan, nothing to keep
     problem = build_problem(topology, pools, fleets)
+    if current is not None and large(problem):
+        # an incremental re-plan first: the current placement repaired where it broke, if that is
+        # proven within REPAIR_GAP of the bound (repair.py); else the whole model below
+        repaired = repair(topology, pools, fleets, routing, current, problem)
+        if repaired is not None:
+            return repaired
     today = _current(problem, current) if current is not None else None
     fm = formulate(problem, routing, today)
     result, solution, bound = _solved(topology, pools, fleets, problem, fm, routing, current)
@@ -64,9 +71,7 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
             if better(second, result):
                 result = second
     if current is not None:
-        # staying is weighed on the re-plan's own model (its moves rows are free for fixed pods)
-        stay = staying(topology, pools, fleets, current, routing, bound=bound, problem=problem,
-                       fm=fm if not fm.cut else None)
+        stay = staying(topology, pools, fleets, current, routing, bound=bound, problem=problem)
         if stay is not None and not better(result, stay):
             return _proven(stay, None)
     return result

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ..topology import Topology
 from .flow import ring_weights
-from .formulation import Formulation, formulate
+from .formulation import formulate_fixed
 from .lp import Infeasible
 from .model import FleetRequest, Placement, Plan, PoolRequest
-from .packing import pack, relocate
+from .packing import capacity_split, pack, relocate
 from .problem import Problem, build_problem, fleet_pool_index, host_eligible
 
 from .realise import _current, _plan_of, _ring_weights, to_placement
@@ -78,21 +78,33 @@ def stay_placement(topology: Topology, pools: list[PoolRequest], fleets: list[Fl
     return Placement(caches=caches, workers=current.workers, hashed=hashed)
 
 
+def planned_weights(topology: Topology, problem: Problem, routing: str, placement: Placement) -> dict:
+    """Ring weights for a placement that packs: its flows planned with every count fixed (the most
+    Gbps, then the lowest peak at that Gbps), host weights proportional to what each switch serves."""
+    fm = formulate_fixed(problem, routing, _current(problem, placement))
+    m = fm.model
+    gbps = m.solve(fm.delivered(), maximise=True, relax=True)
+    _pin_gbps(fm, gbps.objective)
+    return _ring_weights(topology, problem, fm, m.solve({fm.util: 1.0}, relax=True), placement)
+
+
 def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], current: Placement,
             routing: str = "auto", bound: float | None = None, problem: Problem | None = None,
-            fm: Formulation | None = None) -> Plan | None:
+            placement: Placement | None = None, memo: dict | None = None) -> Plan | None:
     """The plan that keeps every surviving pod where it is (stay_placement), with ring weights re-planned
     for it (weights move no pod). Pods that no longer fit their switch (those of a lost node, if its
     switch has no room) go where there is room, as a final plan's leftovers do (packing.relocate).
     None if the fleets or pools changed so that staying is no candidate, or the pods fit nowhere.
 
-    `problem` and `fm`: the re-plan's own (same input and routing), so staying costs no second model;
-    its variables are fixed here and its bounds and rows restored after."""
-    placement = stay_placement(topology, pools, fleets, current)
+    `problem`: the re-plan's own (same input). `placement`: a placement to judge instead of staying
+    put (the repair's, with a lost cache host replaced on its switch); moves still count from `current`.
+    `memo`: packing.pack's, shared by the candidates of one re-plan."""
+    if placement is None:
+        placement = stay_placement(topology, pools, fleets, current)
     if placement is None:
         return None
     if problem is None:
-        problem, fm = build_problem(topology, pools, fleets), None
+        problem = build_problem(topology, pools, fleets)
     switch = {sw.name: s for s, sw in enumerate(problem.switches)}
     pool = {p.name: i for i, p in enumerate(problem.pools)}
     fleet = {f.name: j for j, f in enumerate(problem.fleets)}
@@ -103,7 +115,8 @@ def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     if sum(workers.values()) != sum(f.replicas for f in problem.fleets) or len(hosts) != len(set(hosts)) \
             or any(len(nodes) > problem.pools[p].max_hosts_per_switch for (p, _), nodes in caches.items()):
         return None     # a fleet rescaled or a pool's limits changed: staying is no candidate
-    packing = pack(problem, caches, workers)
+    packing = pack(problem, caches, workers, per_class=capacity_split(problem, workers, caches),
+                   memo=memo, quick=True)
     if packing.shortfall:
         hashed = {(fleet[f], switch[s]): n for f, by in placement.hashed.items() if f in fleet
                   for s, n in by.items() if s in switch}
@@ -113,24 +126,11 @@ def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         if relocate(problem, caches, workers, hashed, packing).shortfall:
             return None
         placement = to_placement(problem, caches, workers, hashed)
-    if fm is None:
-        fm = formulate(problem, routing)
-    m = fm.model
-    mark, saved = m.mark(), (list(m.lb), list(m.ub))
-    fixed = _current(problem, placement)
-    for counts, variables in ((fixed.workers, fm.local), (fixed.ring, fm.ring), (fixed.caches, fm.caches)):
-        for key, v in variables.items():
-            m.lb[v] = m.ub[v] = counts.get(key, 0)
     weights = None
     try:
-        gbps = m.solve(fm.delivered(), maximise=True)
-        _pin_gbps(fm, gbps.objective)
-        weights = _ring_weights(topology, problem, fm, m.solve({fm.util: 1.0}), placement)
+        weights = planned_weights(topology, problem, routing, placement)
     except Infeasible:
         pass    # a routing the model does not hold (e.g. ring reading next to ring serving): capacity weights
-    finally:
-        m.rollback(mark)
-        m.lb, m.ub = saved
     if bound is None:
         bound = upper_bound(problem)
     if weights is None:     # by serving capacity, normalised like the planned weights

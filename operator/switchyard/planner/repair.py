@@ -1,0 +1,130 @@
+"""Repair: an incremental re-plan that changes only what the lost nodes force, if that loses (almost) nothing.
+
+A re-plan from scratch builds and solves the whole model again (at 5,000 nodes
+its first LP alone takes longer than a reconcile should stall). After a node
+is lost most of the facility is unaffected, so a re-plan first tries local
+repairs of the current placement:
+
+- staying put (stay.staying): every surviving pod where it is, pods that no
+  longer fit their switch where there is room;
+- the same with every lost cache host replaced on its own switch by an
+  eligible node that hosts no cache (by name), so its readers keep a local
+  cache and the ring its serving.
+
+The best of them by the objective order (stay.better) is taken if its Gbps is
+proven within REPAIR_GAP of a bound on the new input: first a bound that costs
+nothing to compute (demand, cache serving, WAN), then, if that is too loose,
+the LP bound. Otherwise the caller solves the whole model. A repair keeps the
+Gbps within REPAIR_GAP of the best; it does not move pods on unaffected
+switches to lower the peak further (a full re-plan may). The result depends
+on the inputs and the current placement only, never on an earlier call.
+"""
+
+from __future__ import annotations
+
+from ..topology import Topology
+from .model import FleetRequest, Placement, Plan, PoolRequest
+from .problem import Problem, cache_fits, host_eligible
+from .stages import EXACT_LIMIT, STAGE1_GAP, upper_bound
+from .stay import better, stay_placement, staying
+
+# A repair is taken if its Gbps is within this of a bound (relative): the stage-1 gap a full plan accepts.
+REPAIR_GAP = STAGE1_GAP
+
+
+def large(problem: Problem) -> bool:
+    """Whether a re-plan tries the repair first: the model's cache-count and worker integers exceed
+    EXACT_LIMIT. Smaller models are solved whole and exactly in a fraction of a second, their peak
+    re-minimised over every switch; a repair re-minimises it only over the repaired placement's flows."""
+    integers = 0
+    for sw in problem.switches:
+        integers += sum(1 for nc in sw.classes for p in nc.eligible if cache_fits(problem.pools[p], nc))
+        integers += sum(2 if f.pool is not None else 1 for j, f in enumerate(problem.fleets)
+                        if f.replicas and any(problem.slots(j, nc) for nc in sw.classes))
+    return integers > EXACT_LIMIT
+
+
+def repair(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str,
+           current: Placement, problem: Problem) -> Plan | None:
+    """The best local repair of `current`, with its bound, if proven within REPAIR_GAP; else None."""
+    stay = stay_placement(topology, pools, fleets, current)
+    if stay is None:
+        return None
+    best, memo = None, {}
+    for placement in (stay, _caches_replaced(topology, pools, fleets, problem, current, stay)):
+        if placement is None:
+            continue
+        # the bound is filled in below, once it is known which one proves the repair
+        candidate = staying(topology, pools, fleets, current, routing, bound=0.0, problem=problem,
+                            placement=placement, memo=memo)
+        if candidate is not None and (best is None or better(candidate, best)):
+            best = candidate
+    if best is None:
+        return None
+    for bound in (lambda: quick_bound(problem), lambda: upper_bound(problem)):
+        value = bound()
+        if best.predicted_gbps >= value * (1 - REPAIR_GAP) - 1e-6:
+            return _with_bound(best, value)
+    return None
+
+
+def _with_bound(plan: Plan, bound: float) -> Plan:
+    import dataclasses
+
+    from .model import OPTIMAL_GAP
+    plan = dataclasses.replace(plan, bound_gbps=round(bound, 3))
+    return dataclasses.replace(plan, optimal=plan.gap <= OPTIMAL_GAP)
+
+
+def _caches_replaced(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], problem: Problem,
+                     current: Placement, stay: Placement) -> Placement | None:
+    """Staying put with each cache host whose node is gone replaced on its switch by an eligible node that
+    hosts no cache (first by name); None if no cache host was lost or none can be replaced."""
+    taken = {n for by in stay.caches.values() for nodes in by.values() for n in nodes}
+    by_pool = {p.name: (i, p) for i, p in enumerate(pools)}
+    on_switch: dict[str, list] = {}
+    for h in topology.hosts:
+        on_switch.setdefault(h.switch, []).append(h)
+    caches = {pool: dict(by) for pool, by in current.caches.items()}
+    replaced = False
+    for pool, by_switch in sorted(current.caches.items()):
+        if pool not in by_pool:
+            continue
+        index, request = by_pool[pool]
+        for switch, nodes in sorted(by_switch.items()):
+            kept = stay.caches.get(pool, {}).get(switch, ())
+            lost = len(nodes) - len(kept)
+            if lost <= 0:
+                continue
+            free = sorted(h.name for h in on_switch.get(switch, ()) if h.name not in taken
+                          and host_eligible(h, request) and cache_fits(problem.pools[index], problem.class_of(h.name)))
+            if free:
+                taken.update(free[:lost])
+                caches[pool][switch] = tuple(sorted(kept + tuple(free[:lost])))
+                replaced = True
+    if not replaced:
+        return None
+    # the current placement with the replacements in place of the lost hosts, kept as staying keeps it
+    return stay_placement(topology, pools, fleets, Placement(caches=caches, workers=current.workers,
+                                                             hashed=current.hashed))
+
+
+def quick_bound(problem: Problem) -> float:
+    """A bound no placement exceeds, from totals only: each pool delivers at most its readers' demand and
+    its eligible hosts' serving (maxHostsPerSwitch each switch), and all pools together at most what the
+    WAN refills (pools with the lowest miss ratio first, the optimum of that small program)."""
+    most = []
+    for p, pool in enumerate(problem.pools):
+        demand = sum(f.replicas * f.read_gbps for f in problem.fleets if f.pool == p)
+        serving = 0.0
+        for sw in problem.switches:
+            each = sorted((problem.serve(p, nc) for nc in sw.classes if p in nc.eligible and cache_fits(pool, nc)
+                           for _ in range(min(nc.count, pool.max_hosts_per_switch))), reverse=True)
+            serving += sum(each[:pool.max_hosts_per_switch])
+        most.append((pool.miss_ratio, min(demand, serving)))
+    wan, total = problem.wan_gbps, 0.0
+    for miss, gbps in sorted(most):
+        take = gbps if miss <= 0 else min(gbps, wan / miss)
+        total += take
+        wan -= take * miss
+    return total
