@@ -93,6 +93,14 @@ bench-xcache: bench-install deps
 bench-fleet: bench-install tools
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash bench/run-fleet.sh
 
+# 500 workers through dask-gateway: switchyard's backend against the gateway's own
+# KubeBackend (its controller run locally), on cluster sy-gwbench; bench/results/gateway.md.
+# GATEWAY_ARGS e.g. --repeats 1 --settings unthrottled.
+.PHONY: bench-gateway
+GATEWAY_ARGS ?=
+bench-gateway: install tools
+	$(PY) bench/gateway_bench.py $(GATEWAY_ARGS)
+
 # Real bytes through an emulated switch fabric (network namespaces + tc, needs root):
 # bench/results/fabric.md and fabric.png. FABRIC_ARGS e.g. --cases chicago:1.5 --repeats 3.
 .PHONY: bench-fabric fabric-down

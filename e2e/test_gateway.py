@@ -31,6 +31,7 @@ import pytest
 importlib.import_module("hypothesis")
 
 from facilities import facility
+from gateway_local import free_port, wait_gateway
 from support import wait_for
 from test_dask_worker import expand, pod_environment
 
@@ -39,26 +40,6 @@ BIN = pathlib.Path(sys.executable).parent
 INSTANCE = "e2e-gw"
 SELECT = {"gateway.dask.org/instance": INSTANCE}
 IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_gateway(port: int) -> None:
-    """Until the gateway answers through its proxy (the proxy listens before the gateway's API is up)."""
-    import urllib.request
-
-    def healthy():
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as reply:
-                return reply.status == 200
-        except OSError:
-            return False
-    wait_for(healthy, timeout=90, what="the gateway's health endpoint")
 
 
 def gateway_config(path: pathlib.Path, namespace: str, port: int) -> None:
