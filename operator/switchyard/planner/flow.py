@@ -18,7 +18,11 @@ readers reads as fast as its sources and the uplinks on the way let it.
 
 The delivered Gbps is the largest total read rate the routing allows (an LP);
 among flows that deliver it, the reported uplink loads are those with the
-lowest peak utilisation.
+lowest peak utilisation. That is the bound plans are chosen by, not what TCP
+flows find: where supply is short, the LP may give it to any readers (one
+optimum among many), and it pools the caches of a switch. What competing
+flows carry, per host and per uplink, is fairshare.py's prediction; compare
+observed bytes with that. Both are link Gbps.
 """
 
 from __future__ import annotations
