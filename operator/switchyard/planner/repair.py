@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..topology import Topology
 from .model import FleetRequest, Placement, Plan, PoolRequest
-from .problem import Problem, cache_fits, host_eligible
+from .problem import Problem, cache_fits, fleet_pool_index, host_eligible
 from .stages import EXACT_LIMIT, STAGE1_GAP, upper_bound
 from .stay import better, stay_placement, staying
 
@@ -50,17 +50,21 @@ def repair(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
     stay = stay_placement(topology, pools, fleets, current)
     if stay is None:
         return None
-    best, memo = None, {}
-    for placement in (stay, _caches_replaced(topology, pools, fleets, problem, current, stay)):
-        if placement is None:
-            continue
+    memo: dict = {}
+
+    def judged(placement: Placement) -> Plan | None:
         # the bound is filled in below, once it is known which one proves the repair
-        candidate = staying(topology, pools, fleets, current, routing, bound=0.0, problem=problem,
-                            placement=placement, memo=memo)
-        if candidate is not None and (best is None or better(candidate, best)):
-            best = candidate
+        return staying(topology, pools, fleets, current, routing, bound=0.0, problem=problem,
+                       placement=placement, memo=memo)
+
+    best = judged(stay)
     if best is None:
         return None
+    replaced = _caches_replaced(topology, pools, fleets, problem, current, stay, best)
+    if replaced is not None:
+        candidate = judged(replaced)
+        if candidate is not None and better(candidate, best):
+            best = candidate
     for bound in (lambda: quick_bound(problem), lambda: upper_bound(problem)):
         value = bound()
         if best.predicted_gbps >= value * (1 - REPAIR_GAP) - 1e-6:
@@ -77,15 +81,20 @@ def _with_bound(plan: Plan, bound: float) -> Plan:
 
 
 def _caches_replaced(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], problem: Problem,
-                     current: Placement, stay: Placement) -> Placement | None:
+                     current: Placement, stay: Placement, judged: Plan) -> Placement | None:
     """Staying put with each cache host whose node is gone replaced on its switch by an eligible node that
-    hosts no cache (first by name); None if no cache host was lost or none can be replaced."""
+    hosts no cache (first by name). If its switch has none, on the switch with the most uplink headroom
+    in `judged` (staying's plan) whose readers of the pool are all local there (it has hosts of the pool
+    below maxHostsPerSwitch) or that has none (a new cache next to ring readers would change their
+    routing: a move each). None if no cache host was lost or none can be replaced."""
     taken = {n for by in stay.caches.values() for nodes in by.values() for n in nodes}
     by_pool = {p.name: (i, p) for i, p in enumerate(pools)}
     on_switch: dict[str, list] = {}
     for h in topology.hosts:
         on_switch.setdefault(h.switch, []).append(h)
     caches = {pool: dict(by) for pool, by in current.caches.items()}
+    hashed = current.hashed
+    by_fleet = {f.name: f for f in fleets}
     replaced = False
     for pool, by_switch in sorted(current.caches.items()):
         if pool not in by_pool:
@@ -96,17 +105,53 @@ def _caches_replaced(topology: Topology, pools: list[PoolRequest], fleets: list[
             lost = len(nodes) - len(kept)
             if lost <= 0:
                 continue
-            free = sorted(h.name for h in on_switch.get(switch, ()) if h.name not in taken
-                          and host_eligible(h, request) and cache_fits(problem.pools[index], problem.class_of(h.name)))
-            if free:
-                taken.update(free[:lost])
-                caches[pool][switch] = tuple(sorted(kept + tuple(free[:lost])))
+            free = [name for name in _free_hosts(on_switch.get(switch, ()), taken, request, problem.pools[index],
+                                                 problem) if name not in taken][:lost]
+            taken.update(free)
+            caches[pool][switch] = tuple(sorted(kept + tuple(free)))
+            replaced = replaced or bool(free)
+            for _ in range(lost - len(free)):
+                target = _elsewhere(problem, fleets, pools, index, stay, caches, judged, on_switch, taken)
+                if target is None:
+                    break
+                t, name, turns = target
+                taken.add(name)
+                if turns:       # its readers of the pool read the new cache locally: a move each
+                    hashed = {f: {sw: n for sw, n in by.items() if sw != t or fleet_pool_index(by_fleet[f], pools) != index}
+                              for f, by in hashed.items()}
+                caches.setdefault(pool, {})[t] = tuple(sorted(caches.get(pool, {}).get(t, ()) + (name,)))
                 replaced = True
     if not replaced:
         return None
     # the current placement with the replacements in place of the lost hosts, kept as staying keeps it
-    return stay_placement(topology, pools, fleets, Placement(caches=caches, workers=current.workers,
-                                                             hashed=current.hashed))
+    return stay_placement(topology, pools, fleets, Placement(caches=caches, workers=current.workers, hashed=hashed))
+
+
+def _free_hosts(hosts, taken: set, request: PoolRequest, spec, problem: Problem) -> list[str]:
+    """Nodes among `hosts` that may host the pool's cache and host none, by name."""
+    return sorted(h.name for h in hosts if h.name not in taken and host_eligible(h, request)
+                  and cache_fits(spec, problem.class_of(h.name)))
+
+
+def _elsewhere(problem: Problem, fleets: list[FleetRequest], pools: list[PoolRequest], index: int, stay: Placement,
+               caches: dict, judged: Plan, on_switch: dict, taken: set) -> tuple[str, str, bool] | None:
+    """(switch, node, whether its ring readers of the pool turn local) for one more cache host of pool
+    `index` away from its lost host's switch (see _caches_replaced), or None."""
+    pool = pools[index]
+    readers = {s for f in fleets if fleet_pool_index(f, pools) == index
+               for s, n in stay.workers.get(f.name, {}).items() if n}
+    room = {u.switch: u.capacity_gbps - max(u.in_gbps, u.out_gbps) for u in judged.uplinks}
+    best = None
+    for switch in sorted(on_switch):
+        hosts = caches.get(pool.name, {}).get(switch, ())
+        if len(hosts) >= problem.pools[index].max_hosts_per_switch:
+            continue
+        free = _free_hosts(on_switch[switch], taken, pool, problem.pools[index], problem)
+        turns = switch in readers and not hosts
+        key = (turns, -room.get(switch, 0.0), switch)
+        if free and (best is None or key < best[0]):
+            best = (key, switch, free[0], turns)
+    return None if best is None else best[1:]
 
 
 def quick_bound(problem: Problem) -> float:
