@@ -30,6 +30,8 @@ class FacilityDrift:
     history: dict = field(default_factory=dict)
     last_read: float = -math.inf
     assessment: drift.Assessment | None = None
+    addresses: dict = field(default_factory=dict)   # (XCachePool, node) -> its ready cache pod's address
+    listed: float = -math.inf
 
 
 _facilities: dict[str, FacilityDrift] = {}
@@ -44,10 +46,27 @@ def _forget(uid: str) -> None:
 when_forgotten(_forget)
 
 
-def read_pools(namespace: str, pools: list[str]) -> list[drift.HostReading]:
-    """Every ready cache host's served-bytes counter, over the given XCachePools."""
-    pods = [pod for pool in pools for pod in ready_cache_pods(namespace, pool)]
-    return [reading for text in read_all(pods) if text is not None for reading in drift.parse_readings(text)]
+def pod_addresses(state: FacilityDrift, namespace: str, expected: Mapping[str, list[drift.HostKey]],
+                  now: float) -> dict[drift.HostKey, str]:
+    """(XCachePool, node) -> address of its ready cache pod.
+
+    Listed again only when a planned host has no known pod, or after
+    SWITCHYARD_RESYNC_SECONDS: cache pods use host networking, so a pod's
+    address is its node's and stays while the plan keeps it there.
+    """
+    wanted = {host for hosts in expected.values() for host in hosts}
+    if wanted - state.addresses.keys() or now - state.listed >= current().resync_seconds:
+        pools = sorted({pool for pool, _ in wanted})
+        state.addresses = {(pool, pod["spec"].get("nodeName", "")): pod["status"]["podIP"]
+                           for pool in pools for pod in ready_cache_pods(namespace, pool)}
+        state.listed = now
+    return state.addresses
+
+
+def read_hosts(addresses: Mapping[drift.HostKey, str]) -> list[drift.HostReading]:
+    """Every listed cache host's served-bytes counter, as its exporter serves it."""
+    texts = read_all(sorted(set(addresses.values())))
+    return [reading for text in texts if text is not None for reading in drift.parse_readings(text)]
 
 
 def expected_hosts(plan, pool_names: Mapping[str, str]) -> dict[str, list[drift.HostKey]]:
@@ -71,10 +90,11 @@ def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, s
     if now - state.last_read < settings.drift_read_seconds:
         return state.assessment
     rules = settings.drift
-    state.history = drift.record(state.history, read_pools(meta["namespace"], sorted(set(pool_names.values()))),
-                                 now, keep_seconds=rules.window_seconds + rules.stale_seconds)
+    expected = expected_hosts(plan, pool_names)
+    readings = read_hosts(pod_addresses(state, meta["namespace"], expected, now))
+    state.history = drift.record(state.history, readings, now, keep_seconds=rules.window_seconds + rules.stale_seconds)
     state.last_read = now
-    observed = drift.observed_gbps(state.history, expected_hosts(plan, pool_names), now, rules)
+    observed = drift.observed_gbps(state.history, expected, now, rules)
     predicted = drift.predicted_serve(plan_summary)
     state.assessment = None if predicted is None else drift.assess(predicted, observed, state.memory, now, rules)
     if state.assessment is not None:

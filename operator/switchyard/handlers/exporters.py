@@ -41,7 +41,7 @@ def ready_cache_pods(namespace: str, pool: str) -> list[dict]:
             if _is_ready(p) and p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
 
 
-def read_all(pods: Sequence[dict]) -> list[str | None]:
-    """Every pod's exporter text (None where it did not answer), read concurrently."""
-    with ThreadPoolExecutor(max_workers=max(1, min(16, len(pods)))) as pool:
-        return list(pool.map(lambda p: metrics_text(p["status"]["podIP"]), pods))
+def read_all(addresses: Sequence[str]) -> list[str | None]:
+    """The exporter text at each pod address (None where it did not answer), read concurrently."""
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(addresses)))) as pool:
+        return list(pool.map(metrics_text, addresses))

@@ -34,7 +34,7 @@ def read_disks(namespace: str, name: str, high_watermark: float) -> DiskRead:
     if cached and time.monotonic() - cached[0] < current().disk_read_seconds:
         return cached[1]
     pods = ready_cache_pods(namespace, name)
-    texts = read_all(pods)
+    texts = read_all([p["status"]["podIP"] for p in pods])
     reports, unreachable = [], []
     for pod, text in zip(pods, texts):
         host = pod.get("spec", {}).get("nodeName") or pod["metadata"]["name"]
