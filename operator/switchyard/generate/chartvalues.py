@@ -17,6 +17,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+from ..drift import DriftRules
+
+_DRIFT = DriftRules()
+
 Namespace = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Duration = Annotated[str, StringConstraints(pattern=r"^[0-9]+(ms|s|m|h)$")]
@@ -63,6 +67,25 @@ class Watch(Values):
         default_factory=list, description="Namespaces watched in namespaced mode; empty means the release namespace.")
 
 
+class PredictionDrift(Values):
+    enabled: bool = Field(True, description="Compare the Gbps each switch's caches serve (read from their exporters) "
+                                            "with the plan's serveGbps, and set Degraded=True PredictionDrift on a "
+                                            "sustained disagreement (SWITCHYARD_DRIFT_CHECK); see docs/metrics.md.")
+    threshold: float = Field(_DRIFT.threshold, gt=0, le=10, description="A switch drifts when |observed/predicted - 1| "
+                                                                        "exceeds this (SWITCHYARD_DRIFT_THRESHOLD) ...")
+    sustain_seconds: float = Field(_DRIFT.sustain_seconds, ge=0, le=86400,
+                                   description="... for this long (SWITCHYARD_DRIFT_SUSTAIN_SECONDS).")
+    clear_threshold: float = Field(_DRIFT.clear_threshold, gt=0, le=10,
+                                   description="It clears back within this (SWITCHYARD_DRIFT_CLEAR_THRESHOLD) ...")
+    clear_seconds: float = Field(_DRIFT.clear_seconds, ge=0, le=86400,
+                                 description="... for this long (SWITCHYARD_DRIFT_CLEAR_SECONDS).")
+    floor_gbps: float = Field(_DRIFT.floor_gbps, ge=0, description="Switches predicted to serve less are not judged "
+                                                                   "(SWITCHYARD_DRIFT_FLOOR_GBPS).")
+    idle_fraction: float = Field(_DRIFT.idle_fraction, ge=0, le=1,
+                                 description="A facility serving less than this share of its prediction is idle and "
+                                             "not judged (SWITCHYARD_DRIFT_IDLE_FRACTION).")
+
+
 class OperatorSettings(Values):
     timer_seconds: float = Field(5, ge=1, le=3600, description="Seconds between periodic re-checks of every object "
                                                                "(SWITCHYARD_TIMER_SECONDS).")
@@ -73,6 +96,8 @@ class OperatorSettings(Values):
     exporter_image: str = Field("", description="Image of the cache exporter sidecar (SWITCHYARD_EXPORTER_IMAGE); "
                                                 "empty means the operator image.")
     verbose: bool = Field(False, description="Log every handler step.")
+    prediction_drift: PredictionDrift = Field(default_factory=PredictionDrift,
+                                              description="The live check of the plan against observed bytes.")
     extra_env: Labels = Field(default_factory=dict, description="Extra environment variables for the operator, "
                                                                 "name: value.")
 

@@ -143,6 +143,26 @@ def test_values_reach_the_pod():
     assert default_env["SWITCHYARD_EXPORTER_IMAGE"] == "ghcr.io/switchyard-dev/switchyard:0.1.0"
 
 
+def test_prediction_drift_values_become_the_operators_settings():
+    from switchyard.drift import DriftRules
+    from switchyard.settings import Settings
+
+    def settings(*sets, extra=()):
+        container = one(render(*sets, extra=extra), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return Settings.from_environment({e["name"]: e["value"] for e in container["env"] if "value" in e})
+    defaults = settings()
+    assert defaults.drift_check is True and defaults.drift == DriftRules()
+    # helm --set reads 0.4 as a string; a values file or --set-json gives the number the schema wants.
+    changed = settings("operator.predictionDrift.enabled=false", "operator.predictionDrift.sustainSeconds=900",
+                       "operator.predictionDrift.floorGbps=5",
+                       extra=("--set-json", "operator.predictionDrift.threshold=0.4"))
+    assert changed.drift_check is False
+    assert changed.drift == DriftRules(threshold=0.4, sustain_seconds=900, floor_gbps=5)
+    refused = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION,
+                   "--set", "operator.predictionDrift.threshold=-1", check=False)
+    assert refused.returncode != 0 and "schema" in refused.stderr
+
+
 def test_image_allowlist_reaches_the_operator_only_when_set():
     def env_of(*sets):
         container = one(render(*sets), "Deployment")["spec"]["template"]["spec"]["containers"][0]
