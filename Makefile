@@ -90,8 +90,10 @@ bench-planner: bench-install
 bench-xcache: bench-install deps
 	$(PY) bench/xcache_bench.py
 
+# Fleet start-up (bench/results/fleet.md). FLEET_ARGS sets the size, e.g. the 10,000-worker run:
+# FLEET_ARGS='--workers 10000 --fleets 3 --name sy-fleet10k' (see bench/run-fleet.sh).
 bench-fleet: bench-install tools
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash bench/run-fleet.sh
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash bench/run-fleet.sh $(FLEET_ARGS)
 
 # 500 workers through dask-gateway: switchyard's backend against the gateway's own
 # KubeBackend (its controller run locally), on cluster sy-gwbench; bench/results/gateway.md.
