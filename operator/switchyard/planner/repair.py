@@ -30,6 +30,8 @@ from .stay import better, stay_placement, staying
 
 # A repair is taken if its Gbps is within this of a bound (relative): the stage-1 gap a full plan accepts.
 REPAIR_GAP = STAGE1_GAP
+# Plan.planner of a repaired plan (the status says which way a re-plan went).
+NAME = "milp-repair"
 
 
 def large(problem: Problem) -> bool:
@@ -55,7 +57,7 @@ def repair(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
     def judged(placement: Placement) -> Plan | None:
         # the bound is filled in below, once it is known which one proves the repair
         return staying(topology, pools, fleets, current, routing, bound=0.0, problem=problem,
-                       placement=placement, memo=memo)
+                       placement=placement, memo=memo, quick=True)
 
     best = judged(stay)
     if best is None:
@@ -76,7 +78,7 @@ def _with_bound(plan: Plan, bound: float) -> Plan:
     import dataclasses
 
     from .model import OPTIMAL_GAP
-    plan = dataclasses.replace(plan, bound_gbps=round(bound, 3))
+    plan = dataclasses.replace(plan, bound_gbps=round(bound, 3), planner=NAME)
     return dataclasses.replace(plan, optimal=plan.gap <= OPTIMAL_GAP)
 
 

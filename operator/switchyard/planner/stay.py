@@ -90,7 +90,7 @@ def planned_weights(topology: Topology, problem: Problem, routing: str, placemen
 
 def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], current: Placement,
             routing: str = "auto", bound: float | None = None, problem: Problem | None = None,
-            placement: Placement | None = None, memo: dict | None = None) -> Plan | None:
+            placement: Placement | None = None, memo: dict | None = None, quick: bool = False) -> Plan | None:
     """The plan that keeps every surviving pod where it is (stay_placement), with ring weights re-planned
     for it (weights move no pod). Pods that no longer fit their switch (those of a lost node, if its
     switch has no room) go where there is room, as a final plan's leftovers do (packing.relocate).
@@ -98,7 +98,8 @@ def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
 
     `problem`: the re-plan's own (same input). `placement`: a placement to judge instead of staying
     put (the repair's, with a lost cache host replaced on its switch); moves still count from `current`.
-    `memo`: packing.pack's, shared by the candidates of one re-plan."""
+    `memo`, `quick`: packing.pack's (a memo shared by the candidates of one re-plan; no packing MILP
+    where a switch's workers exceed its room in sum)."""
     if placement is None:
         placement = stay_placement(topology, pools, fleets, current)
     if placement is None:
@@ -116,7 +117,7 @@ def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
             or any(len(nodes) > problem.pools[p].max_hosts_per_switch for (p, _), nodes in caches.items()):
         return None     # a fleet rescaled or a pool's limits changed: staying is no candidate
     packing = pack(problem, caches, workers, per_class=capacity_split(problem, workers, caches),
-                   memo=memo, quick=True)
+                   memo=memo, quick=quick)
     if packing.shortfall:
         hashed = {(fleet[f], switch[s]): n for f, by in placement.hashed.items() if f in fleet
                   for s, n in by.items() if s in switch}
