@@ -61,11 +61,11 @@ SWITCHES, CACHE_NODES, WORKER_NODES = 10, 2, 10
 IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
 POLL = 0.5
 # What each setting changes. "unthrottled": both backends' own start-rate limits
-# lifted (switchyard's rampUp.maxStartsPerSecond to the schema's maximum, the
-# controller's API rate limit to the same order): the control plane's and the
-# code's speed. "defaults": as each ships.
+# lifted (switchyard's rampUp.maxStartsPerSecond to the schema's maximum and no
+# jitter init container, the controller's API rate limit to the same order): the
+# control plane's and the code's speed. "defaults": as each ships.
 SETTINGS = {
-    "unthrottled": {"ramp": {"rampUp": {"maxStartsPerSecond": 10000}},
+    "unthrottled": {"ramp": {"rampUp": {"maxStartsPerSecond": 10000, "jitterSeconds": 0}},
                     "controller": "c.KubeController.k8s_api_rate_limit = 10000\n"
                                   "c.KubeController.k8s_api_rate_limit_burst = 20000\n"},
     "defaults": {"ramp": {}, "controller": ""},
@@ -263,10 +263,20 @@ def count_pods(namespace: str, selector: str, running: bool) -> int:
     return sum(1 for line in out.splitlines() if line.strip())
 
 
-def pod_stamps(namespace: str, selector: str) -> list[dt.datetime]:
-    out = kubectl("get", "pods", "-n", namespace, "-l", selector, "--chunk-size=0", "-o",
-                  "jsonpath={range .items[*]}{.metadata.creationTimestamp}{'\\n'}{end}")
-    return sorted(utc(x) for x in out.split())
+def pod_phases(namespace: str, selector: str, since: dt.datetime) -> dict[str, list[float]]:
+    """Seconds after `since` at which each worker pod was created, scheduled and Ready (1 s resolution)."""
+    phases: dict[str, list[float]] = {"created": [], "scheduled": [], "ready": []}
+    for pod in get_json("pods", "-n", namespace, "-l", selector, "--chunk-size=0")["items"]:
+        phases["created"].append((utc(pod["metadata"]["creationTimestamp"]) - since).total_seconds())
+        conditions = {c["type"]: c["lastTransitionTime"] for c in pod["status"].get("conditions", [])}
+        for key, ctype in (("scheduled", "PodScheduled"), ("ready", "Ready")):
+            if ctype in conditions:
+                phases[key].append((utc(conditions[ctype]) - since).total_seconds())
+    return {k: sorted(max(0.0, x) for x in v) for k, v in phases.items()}
+
+
+def quantiles(values: list[float]) -> dict[str, float]:
+    return {"p50": values[len(values) // 2], "p90": values[int(len(values) * 0.9) - 1], "max": values[-1]}
 
 
 def run_once(backend: Backend, workers: int, label: str, procs: list, timeout: float) -> dict:
@@ -292,11 +302,10 @@ def run_once(backend: Backend, workers: int, label: str, procs: list, timeout: f
         seconds = time.monotonic() - t0
         load1 = os.getloadavg()
         cpu = sum(p.cpu_seconds() for p in procs) - cpu0
-        stamps = pod_stamps(backend.namespace, selector)
+        phases = {k: quantiles(v) for k, v in pod_phases(backend.namespace, selector, wall0).items()}
         result = {"backend": backend.kind, "label": label, "workers": workers, "seconds": round(seconds, 2),
                   "scale_call_s": round(scale_returned, 2),
-                  "first_pod_created_s": max(0.0, round((stamps[0] - wall0).total_seconds(), 1)),
-                  "last_pod_created_s": max(0.0, round((stamps[-1] - wall0).total_seconds(), 1)),
+                  "pods_s": phases,
                   "half_running_s": round(next(t for t, n in timeline if n >= workers / 2), 1),
                   "backend_cpu_s": round(cpu, 1), "loadavg_start": [round(x, 2) for x in load0],
                   "loadavg_end": [round(x, 2) for x in load1]}
@@ -438,14 +447,17 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         f"binds Running), the machine's {env['cpus']} cores shared with other work. Versions: "
         + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + ".", "",
         "## Results", "",
-        "| setting | repeat | backend | seconds from `scale(N)` to N worker pods Running | first / last worker pod "
-        "created (s after the call; creation timestamps have 1 s resolution) | half Running (s) | CPU seconds of the backend's processes | load average (1, 5, 15 min) at the end |",
-        "|---|---|---|---|---|---|---|---|",
+        "| setting | repeat | backend | seconds from `scale(N)` to N worker pods Running | half Running (s) "
+        "| worker pods created, p50 / p90 / last (s) | scheduled, p50 / p90 / last (s) | Ready, p50 / p90 / last (s) "
+        "| CPU seconds of the backend's processes | load average (1, 5, 15 min) at the end |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         lines.append(f"| {r['setting']} | {r['repeat']} | {'switchyard' if r['backend'] == 'sy' else 'KubeBackend'} "
-                     f"| {r['seconds']:.1f} | {r['first_pod_created_s']:.0f} / {r['last_pod_created_s']:.0f} "
-                     f"| {r['half_running_s']:.1f} | {r['backend_cpu_s']} | {', '.join(f'{x:.2f}' for x in r['loadavg_end'])} |")
+                     f"| {r['seconds']:.1f} | {r['half_running_s']:.1f} | "
+                     + " | ".join(" / ".join(f"{r['pods_s'][k][q]:.0f}" for q in ("p50", "p90", "max"))
+                                  for k in ("created", "scheduled", "ready"))
+                     + f" | {r['backend_cpu_s']} | {', '.join(f'{x:.2f}' for x in r['loadavg_end'])} |")
     lines.append("")
     for setting in results["settings"]:
         pairs = []
@@ -492,11 +504,18 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         "(odd repeats switchyard first), each run cleaned up (shutdown, every worker pod gone) and 5 s idle "
         "before the next. The switchyard operator, both gateways and the controller run throughout a setting.",
         "- Settings: **unthrottled** lifts each backend's own start-rate limit (switchyard's fleet template sets "
-        "`rampUp.maxStartsPerSecond: 10000`, the schema's maximum; the controller gets "
+        "`rampUp.maxStartsPerSecond: 10000`, the schema's maximum, and `rampUp.jitterSeconds: 0`, so the workers "
+        "have no jitter init container, which on a real node holds each worker up to 10 s by design and here "
+        "only adds kwok stages; the controller gets "
         "`k8s_api_rate_limit = 10000`, burst 20000): what the code and the control plane allow. **defaults** runs "
-        "both as shipped: switchyard's `rampUp.maxStartsPerSecond` of 20 starts per second per fleet (the "
-        "operator's deliberate start-storm guard: 500 workers cannot be Running in less than ~25 s), the "
+        "both as shipped: switchyard's `rampUp.maxStartsPerSecond` of 20 starts per second per fleet and its "
+        "10 s jitter init container (the operator's deliberate start-storm guards: 500 workers cannot be "
+        "Running in less than ~25 s), the "
         "controller's 50 API calls per second (burst 100).",
+        "- Where the time goes: for every worker pod, its `creationTimestamp` and the `lastTransitionTime` of its "
+        "`PodScheduled` and `Ready` conditions (kwok sets Ready with Running), relative to the scale call; the "
+        "API server stamps whole seconds. Created is the backend's part (switchyard: operator and ReplicaSet "
+        "controller; KubeBackend: its controller), scheduled the kube-scheduler's, Ready kwok's.",
         "- CPU seconds: user + system time, read from /proc, of the gateway process plus the switchyard operator "
         "(switchyard) or the gateway plus the controller (KubeBackend) during the timed window; the schedulers "
         "and the control plane are not counted.",
