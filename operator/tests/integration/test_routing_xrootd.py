@@ -9,14 +9,10 @@ file read from any cache but the one the planner's rule names fails the test.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import fsspec
 import numpy as np
@@ -24,7 +20,11 @@ import pytest
 import uproot
 import uproot.source.xrootd
 from fsspec_xrootd import XRootDFileSystem
-from xrootd_fixtures import SummaryListener, cache_pool, start_cache, start_origin, xrdcp
+from routing_rig import (
+    NOT_SERVED, RingCache, assert_each_cache_holds_its_own_files, dask_scheduler, homes, running_ring, served,
+    start_pod_worker, stop_all,
+)
+from xrootd_fixtures import xrdcp
 
 from switchyard.planner import hashing
 from switchyard.routing import HASH_RULE, Router, hooks
@@ -32,40 +32,8 @@ from switchyard.routing import HASH_RULE, Router, hooks
 pytestmark = pytest.mark.integration
 
 MIB = 1 << 20
-# A cache that serves nothing of a read sends nothing for it; a file (>= 1 MiB)
-# read from a cache other than its home shows far above this.
-NOT_SERVED = 4096
 # A reader's XRootD client: give up on a dead cache fast (the fleet's env says 10 s x 2).
 FAST_FAILOVER = {"XRD_CONNECTIONWINDOW": "2", "XRD_CONNECTIONRETRY": "1", "XRD_REQUESTTIMEOUT": "60"}
-
-
-@dataclass
-class RingCache:
-    name: str  # the cache's name in the ring (its host), what the rule hashes
-    cache: object
-    meter: SummaryListener
-    namespace: Path
-
-    @property
-    def url(self) -> str:
-        return f"root://{self.name}:{self.cache.daemon.port}"
-
-    def holds(self, lfn: str) -> bool:
-        return os.path.lexists(self.namespace / lfn.lstrip("/"))
-
-
-def sent(caches: list[RingCache]) -> dict[str, int]:
-    """Each cache's own count of bytes sent to clients, from reports made after this call."""
-    moment = time.time() + 0.001
-    return {c.name: c.meter.bytes_sent_after(moment) for c in caches}
-
-
-def served(caches: list[RingCache], read) -> dict[str, int]:
-    """Bytes each cache sent while `read()` ran."""
-    before = sent(caches)
-    read()
-    after = sent(caches)
-    return {name: after[name] - before[name] for name in before}
 
 
 def assert_only_home_served(by_cache: dict[str, int], home: str, size: int) -> None:
@@ -73,28 +41,6 @@ def assert_only_home_served(by_cache: dict[str, int], home: str, size: int) -> N
     assert by_cache[home] >= size, f"home cache {home} sent {by_cache[home]} bytes of a {size}-byte file: {by_cache}"
     assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home), \
         f"a cache other than {home} served this file: {by_cache}"
-
-
-@contextlib.contextmanager
-def running_ring(xrd_base, xrootd_account, count: int, **pool):
-    """A real origin and `count` caches of one pool in front of it (`pool`: XCachePool overrides)."""
-    origin = start_origin(xrd_base, xrootd_account)
-    caches: list[RingCache] = []
-    try:
-        for index in range(count):
-            data = xrootd_account.make_dir(xrd_base / f"c{index}" / "data")
-            meta = xrootd_account.make_dir(xrd_base / f"c{index}" / "meta")
-            meter = SummaryListener()
-            cache = start_cache(xrd_base, xrootd_account,
-                                cache_pool(origin.daemon.port, [str(data)], str(meta), **pool), exporter_port=meter.port)
-            caches.append(RingCache(f"127.0.0.{index + 2}", cache, meter, meta / "namespace"))
-        yield origin, caches
-    finally:
-        for c in caches:
-            c.cache.daemon.stop()
-            c.meter.close()
-        origin.daemon.stop()
-        origin.meter.close()
 
 
 @pytest.fixture
@@ -117,15 +63,6 @@ def routing_env(caches: list[RingCache]) -> dict[str, str]:
 def switchyard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "switchyard.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=120, check=False)
-
-
-def homes(files, caches: list[RingCache]) -> dict[str, str]:
-    return {lfn: hashing.home(lfn, [c.name for c in caches]) for lfn in files}
-
-
-def assert_each_cache_holds_its_own_files(caches: list[RingCache], expected: dict[str, str]) -> None:
-    for c in caches:
-        assert {lfn for lfn in expected if c.holds(lfn)} == {lfn for lfn, h in expected.items() if h == c.name}
 
 
 def test_switchyard_route_and_xrdcp_read_each_file_from_the_cache_the_rule_names(ring, xrd_base):
@@ -257,7 +194,7 @@ def test_local_routing_reads_every_file_from_the_switch_endpoint(ring, fsspec_ho
 def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_names(ring, xrd_base):
     """The worker runs the command and environment a fleet's pod gets; the task is plain uproot."""
     from distributed import Client
-    from xrootd_fixtures import free_port, wait_until
+    from xrootd_fixtures import wait_until
 
     from switchyard.api import WorkerFleetSpec
     from switchyard.api.plans import FleetPlan
@@ -290,30 +227,21 @@ def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_
     argv = container["command"] + container["args"]
     assert argv[:3] == ["dask", "worker", "tcp://scheduler.example:8786"] and "--preload" in argv
 
-    port = free_port()
-    bindir = Path(sys.executable).parent
     logs = xrd_base / "dask.log"
-    with open(logs, "ab") as log:
-        scheduler = subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                      "--no-dashboard"], stdout=log, stderr=subprocess.STDOUT)
-        worker_argv = [str(bindir / "dask"), "worker", f"tcp://127.0.0.1:{port}",
-                       *[a.replace("$(POD_NAME)", "f-sw1-0") for a in argv[3:]]]
-        env = {"PATH": os.environ["PATH"], "HOME": str(xrd_base), "POD_NAME": "f-sw1-0", **routing_env(caches)}
-        worker = subprocess.Popen(worker_argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        with Client(f"tcp://127.0.0.1:{port}", timeout=60) as client:
-            wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, timeout=60, what="the worker to join")
-            done = {}
+    with dask_scheduler(logs) as scheduler:
+        worker = start_pod_worker(deployment, scheduler, {}, logs, xrd_base, extra_env=routing_env(caches))
+        try:
+            with Client(scheduler, timeout=60) as client:
+                wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, timeout=60, what="the worker to join")
+                done = {}
 
-            def read() -> None:
-                done["result"] = client.submit(analysis_task, f"root://127.0.0.1:{origin.daemon.port}/{lfn}",
-                                               pure=False).result(timeout=120)
+                def read() -> None:
+                    done["result"] = client.submit(analysis_task, f"root://127.0.0.1:{origin.daemon.port}/{lfn}",
+                                                   pure=False).result(timeout=120)
 
-            by_cache = served(caches, read)
-    finally:
-        for process in (worker, scheduler):
-            process.terminate()
-            process.wait(timeout=30)
+                by_cache = served(caches, read)
+        finally:
+            stop_all([worker])
     assert done["result"] == {"n": pt.size, "sum": float(pt.sum()), "hooked": ["fsspec", "uproot"]}, logs.read_text()[-3000:]
     assert by_cache[home] > 0.5 * local.stat().st_size, by_cache
     assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home), by_cache
