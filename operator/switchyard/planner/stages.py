@@ -69,7 +69,7 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
     m = fm.model
     start = m.mark()
     caches = sorted(fm.caches.values())
-    workers = [v for v in fm.integers() if v not in fm.flags and v not in fm.caches.values()]
+    workers = _worker_counts(fm)
     try:
         relaxed = _most_gbps(fm, relax=True)
         m.rollback(start)
@@ -199,9 +199,14 @@ def _cache_counts(fm: Formulation, start: Solution | None = None) -> Solution:
     are fixed for the boxed stages, which choose the calmest placement for them (choosing the
     counts by the peak too took as long again, for a few points of one uplink's utilisation)."""
     m = fm.model
-    workers = [v for v in fm.integers() if v not in fm.flags and v not in fm.caches.values()]
-    with _continuous(m, workers):
+    with _continuous(m, _worker_counts(fm)):
         return _most_gbps(fm, relax=False, gap=STAGE1_GAP, start=start, nodes=CACHE_COUNT_NODES)
+
+
+def _worker_counts(fm: Formulation) -> list[int]:
+    """The integers that count workers (neither routing flags nor cache counts)."""
+    other = fm.flags | set(fm.caches.values())
+    return [v for v in fm.integers() if v not in other]
 
 
 def _uncrossed(fm: Formulation, guide: Solution) -> Solution:

@@ -106,3 +106,19 @@ def test_the_quick_bound_holds_and_is_the_lp_bound_when_demand_binds():
     # demand binds (12 workers at 0.5 Gbps, a 40 Gbps cache): the bound is exact
     problem = build_problem(topo, pools, [fleet(replicas=12, read=0.5, cores=4)])
     assert quick_bound(problem) == pytest.approx(upper_bound(problem)) == pytest.approx(6)
+
+
+def test_the_operator_replans_a_node_loss_by_repair_and_says_so(facility):
+    """The facility's reconcile plans through plan_with_attached with the placement its children hold."""
+    from switchyard.api import AnalysisFacilitySpec
+    from switchyard.desired.facility import plan_with_attached, summary
+
+    case, first = facility
+    spec = AnalysisFacilitySpec.model_validate(case.docs["spec"])
+    topo = without(case.topology, lost(case, first, "worker node"))
+    again, refused = plan_with_attached(topo, spec, [], first.placement)
+    assert not refused
+    assert summary(again)["planner"] == "milp-repair"
+    direct = plan(topo, case.pools, case.fleets, current=first.placement)
+    assert (again.placement, again.predicted_gbps, again.bound_gbps) == \
+        (direct.placement, direct.predicted_gbps, direct.bound_gbps)
