@@ -51,7 +51,7 @@ def host_serve(topology: Topology, pools: list[PoolRequest], placement: Placemen
     """pool -> node -> the Gbps that cache host can serve."""
     nic = {h.name: h.nic_gbps for h in topology.hosts}
     return {
-        pool.name: {n: min(nic[n], pool.body.serve_gbps)
+        pool.name: {n: min(nic[n], pool.body.planned_serve_gbps)
                     for nodes in placement.caches.get(pool.name, {}).values() for n in nodes if n in nic}
         for pool in pools
     }

@@ -129,7 +129,7 @@ def cache_fits(pool: PoolSpec, node_class: NodeClass) -> bool:
 def pool_spec(pool: PoolRequest) -> PoolSpec:
     body = pool.body
     return PoolSpec(
-        name=pool.name, serve_gbps=body.serve_gbps, miss_ratio=body.miss_ratio,
+        name=pool.name, serve_gbps=body.planned_serve_gbps, miss_ratio=body.miss_ratio,
         max_hosts_per_switch=body.max_hosts_per_switch,
         # The pod's footprint as the scheduler counts it: xrootd and its exporter.
         cpu_millis=int((parse_quantity(body.resources.cpu) + parse_quantity(EXPORTER_REQUESTS["cpu"])) * 1000),

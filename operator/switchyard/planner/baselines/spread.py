@@ -62,7 +62,7 @@ def _predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReq
     for pool in pools:
         for sw, nodes in placement.caches.get(pool.name, {}).items():
             for n in nodes:
-                serve[sw] += min(by_name[n].nic_gbps, pool.body.serve_gbps)
+                serve[sw] += min(by_name[n].nic_gbps, pool.body.planned_serve_gbps)
                 miss[sw] = max(miss[sw], pool.body.miss_ratio)
     demand = {s.name: 0.0 for s in topology.switches}
     for fleet in fleets:
