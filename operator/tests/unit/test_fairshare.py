@@ -217,3 +217,28 @@ def test_the_facility_status_carries_the_fair_share_for_every_switch():
         assert "serveGbps" in next(x for x in out.status["plan"]["switches"] if x["name"] == s.name)
         assert s.fair_in_gbps == out.extra["plan"].fair.uplinks[s.name]["in"]
         assert s.fair_out_gbps == out.extra["plan"].fair.uplinks[s.name]["out"]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_on_generated_facilities_the_fair_share_is_a_feasible_flow_below_the_optimum(seed):
+    """The planner bench's 500-node cases, the plan and the default scheduler's placement: no link over
+    its capacity, what hosts serve adds up to what is delivered, at most the LP optimum, and the same
+    answer twice."""
+    from switchyard.planner import baselines
+
+    from test_planner_bounded import bench_case
+
+    case = bench_case(500, 10, 5, seed)
+    result = plan(case.topology, case.pools, case.fleets)
+    for placed in (result, baselines.default_scheduler(case.topology, case.pools, case.fleets)):
+        fair = fairshare.predict(case.topology, case.pools, case.fleets, placed.placement, dict(placed.hash_weights) or None)
+        assert fair == fairshare.predict(case.topology, case.pools, case.fleets, placed.placement,
+                                         dict(placed.hash_weights) or None)
+        assert 0 < fair.delivered_gbps <= placed.predicted_gbps + 1e-3
+        assert sum(fair.served.values()) == pytest.approx(fair.delivered_gbps, abs=0.01)
+        assert fair.demand_gbps == pytest.approx(placed.demand_gbps, abs=1e-3)
+        nic = {h.name: h.nic_gbps for h in case.topology.hosts}
+        assert all(gbps <= nic[host] + 1e-3 for host, gbps in fair.served.items())
+        for sw in case.topology.switches:
+            assert fair.uplinks[sw.name]["in"] <= sw.uplink_gbps + 1e-3
+            assert fair.uplinks[sw.name]["out"] <= sw.uplink_gbps + 1e-3
