@@ -108,7 +108,6 @@ def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[
         requests = [FleetRequest(f["metadata"]["name"], s) for f, s in attached if f["metadata"]["name"] not in refused]
         try:
             result = planner.plan(topology, pools, inline + requests, spec.routing, current=current)
-            return with_fair_share(topology, pools, inline + requests, result), refused
         except planner.Unsatisfiable as exc:
             if exc.fleet is None or exc.fleet not in {r.name for r in requests}:
                 raise
@@ -125,6 +124,9 @@ def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[
                     refused[request.name] = ("PlanningFailed", f"the planner failed on this fleet ({type(exc).__name__})")
             if not any(r.name in refused for r in requests):
                 raise
+        else:
+            # outside the try: a fault of the prediction is the facility's, not a standalone fleet's
+            return with_fair_share(topology, pools, inline + requests, result), refused
 
 
 def current_placement(children: Sequence[dict], standalone: Sequence[dict], spec: AnalysisFacilitySpec,
