@@ -49,7 +49,9 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     exact=False skips the per-switch MILP (the greedy fill's leftovers are the shortfall).
     memo: a dict kept between calls on the same problem (candidates that differ on a few switches):
     a switch packed before with the same input is not packed again (its packing is a function of it).
-    quick: no MILP for a switch whose workers exceed its room in sum (the greedy fill's count is taken)."""
+    quick: no MILP for a switch whose workers exceed its room in sum (the greedy fill's count is taken),
+    and a switch whose split spreads evenly onto its nodes with room to spare is not packed node by
+    node: its nodes and room are left out of the packing, unless workers elsewhere must be relocated."""
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
     left: dict[str, tuple[float, ...]] = {}
@@ -63,34 +65,52 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     split_on: dict[int, dict] = {}
     for (j, s, k), n in sorted((per_class or {}).items()):
         split_on.setdefault(s, {})[j, s, k] = n
-    for s in range(len(problem.switches)):
-        wanted = by_switch.get(s, {})
+    def packed(s: int, wanted: dict[int, int], even: bool):
+        """(pods per node, room left per node, workers placed per fleet) on switch s; None if `even` and
+        the split spreads evenly with room to spare (no node-by-node packing needed to know it fits)."""
         kept = {j: n for (j, ss), n in (keep or {}).items() if ss == s}
         key = (s, tuple(sorted(caches_on.get(s, {}).items())), tuple(sorted(wanted.items())),
                tuple(split_on.get(s, {}).items()) if per_class else None, tuple(sorted(kept.items())), exact, quick)
         if memo is not None and key in memo:
-            pods, free, counted = memo[key]
-        else:
-            pods: dict[str, dict[str, int]] = {}
-            free = _free_after_caches(problem, s, caches_on.get(s, {}), pods)
-            placed = _pack_switch(problem, s, free, wanted, split_on.get(s, {}) if per_class else None, kept,
-                                  exact and not (quick and _too_many(problem, free, wanted)))
-            for (j, name), count in placed.items():
-                if count:
-                    slot = pods.setdefault(name, {})
-                    slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
-                    size = _size(problem, j, name)
-                    room = free[name]
-                    free[name] = [room[0] - count * size[0], room[1] - count * size[1], room[2] - count * size[2],
-                                  room[3] - count * size[3]]
-            counted = _count(placed)
-            if memo is not None:
-                memo[key] = (pods, free, counted)
+            return memo[key]
+        pods: dict[str, dict[str, int]] = {}
+        free = _free_after_caches(problem, s, caches_on.get(s, {}), pods)
+        if even and _fits_evenly(problem, s, free, wanted, split_on.get(s, {})):
+            return None
+        placed = _pack_switch(problem, s, free, wanted, split_on.get(s, {}) if per_class else None, kept,
+                              exact and not (quick and _too_many(problem, free, wanted)))
+        for (j, name), count in placed.items():
+            if count:
+                slot = pods.setdefault(name, {})
+                slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
+                size = _size(problem, j, name)
+                room = free[name]
+                free[name] = [room[0] - count * size[0], room[1] - count * size[1], room[2] - count * size[2],
+                              room[3] - count * size[3]]
+        result = (pods, free, _count(placed))
+        if memo is not None:
+            memo[key] = result
+        return result
+
+    deferred = []
+    for s in range(len(problem.switches)):
+        wanted = by_switch.get(s, {})
+        result = packed(s, wanted, quick and bool(per_class))
+        if result is None:
+            deferred.append(s)
+            continue
+        pods, free, counted = result
         for name, kinds in pods.items():
             out[name] = dict(kinds)
         for j, n in wanted.items():
             if counted.get(j, 0) < n:
                 shortfall[j, s] = n - counted.get(j, 0)
+        left.update((name, tuple(room)) for name, room in free.items())
+    for s in deferred if shortfall else ():
+        # workers to relocate: they need every node's room, those switches packed node by node after all
+        pods, free, _ = packed(s, by_switch.get(s, {}), False)
+        for name, kinds in pods.items():
+            out[name] = dict(kinds)
         left.update((name, tuple(room)) for name, room in free.items())
     return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall, left)
 
@@ -242,6 +262,38 @@ def _fit(room: list[float], size: tuple) -> int:
     r0, r1, r2, r3 = room
     s0, s1, s2, s3 = size
     return max(0, int(min((r0 + EPS) // s0, (r1 + EPS) // s1, (r2 + EPS) // s2, (r3 + EPS) // s3)))
+
+
+def _fits_evenly(problem: Problem, s: int, free: dict[str, list[float]], wanted: dict[int, int],
+                 split: Mapping[tuple[int, int, int], int]) -> bool:
+    """Whether _spread places the whole split on the switch's nodes, known without placing it: in a class
+    of n nodes each gets share // n of every fleet, and the share % n left over of each go round robin
+    over the nodes (fleet after fleet), so no node gets more than ceil(sum / n) of them, each at most
+    the largest of their sizes."""
+    got: dict[int, int] = {}
+    for (j, _, k), n in split.items():
+        got[j] = got.get(j, 0) + n
+    if got != {j: n for j, n in wanted.items() if n}:
+        return False
+    for k, nc in enumerate(problem.switches[s].classes):
+        need, biggest, extras, count = [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], 0, nc.count
+        for j in wanted:
+            n = split.get((j, s, k), 0)
+            if not n:
+                continue
+            size = _size(problem, j, nc.nodes[0])
+            if size[0] == math.inf:
+                return False
+            base, extra = divmod(n, count)
+            extras += extra
+            for d in range(4):
+                need[d] += base * size[d]
+                if extra:
+                    biggest[d] = max(biggest[d], size[d])
+        rounds = -(-extras // count)
+        if any(min(free[name][d] for name in nc.nodes) + EPS < need[d] + rounds * biggest[d] for d in range(4)):
+            return False
+    return True
 
 
 def _too_many(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int]) -> bool:
