@@ -40,6 +40,7 @@ class Settings:
     drift_check: bool = True                    # SWITCHYARD_DRIFT_CHECK (false: no exporter reads, no condition)
     drift_read_seconds: float = 15              # SWITCHYARD_DRIFT_READ_SECONDS: exporter reads per facility
     drift: DriftRules = field(default_factory=DriftRules)  # SWITCHYARD_DRIFT_THRESHOLD, _SUSTAIN_SECONDS, ...
+    memdump_dir: str | None = None              # SWITCHYARD_MEMDUMP_DIR: SIGUSR1 writes heap reports here (profiling)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> "Settings":
@@ -62,6 +63,7 @@ class Settings:
             drift_check=environ.get("SWITCHYARD_DRIFT_CHECK", "true").strip().lower() not in ("false", "0", "no", "off"),
             drift_read_seconds=number("SWITCHYARD_DRIFT_READ_SECONDS", 15),
             drift=DriftRules.from_environment(environ),
+            memdump_dir=environ.get("SWITCHYARD_MEMDUMP_DIR") or None,
         )
 
 

@@ -107,6 +107,14 @@ def _seconds_since(timestamp: str) -> float:
     return (datetime.datetime.now(datetime.timezone.utc) - then).total_seconds()
 
 
+def _placement(pod: Mapping) -> dict:
+    """What eviction reads of a pod: a fleet's 10,000 whole pods would cost the operator ~100 MiB."""
+    meta, labels = pod["metadata"], pod["metadata"].get("labels") or {}
+    return {"metadata": {"name": meta["name"], "uid": meta["uid"], "deletionTimestamp": meta.get("deletionTimestamp"),
+                         "labels": {k: labels[k] for k in (SWITCH_LABEL,) if k in labels}},
+            "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")}}
+
+
 def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_label: str, nodes, logger) -> int:
     """Delete pods the plan no longer has where they are, so their controllers re-create them on plan.
 
@@ -128,8 +136,8 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
         return 0
     mark_applied(key, digest)
     namespace = body["metadata"]["namespace"]
-    pods = [p for p in kube().list("Pod", namespace, selector)
-            if p.get("spec", {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+    pods = [p for p in kube().list("Pod", namespace, selector, keep=_placement)
+            if p["spec"]["nodeName"] and not p["metadata"]["deletionTimestamp"]]
     # A node missing from the index is gone, or so new the index has not seen it
     # yet: ask the API server (a list by name; RBAC grants list, not get, on nodes).
     # Kubernetes' pod GC would leave pods of a deleted node for 40 s or more.

@@ -9,7 +9,7 @@ import logging
 import kopf
 from prometheus_client import start_http_server
 
-from ..settings import Settings, install
+from ..settings import Settings, current, install
 
 PREFIX = "switchyard.dev"
 
@@ -89,3 +89,19 @@ def configure(settings: kopf.OperatorSettings, logger, **_):
     if port:
         start_http_server(port)
         logger.info(f"Metrics on :{port}/metrics")
+
+
+@kopf.on.startup()
+async def memory_dump_on_signal(logger, **_):
+    """With SWITCHYARD_MEMDUMP_DIR set, SIGUSR1 writes where the heap is to that folder (the first
+    signal starts tracing, the next ones report what was allocated since): how the operator's
+    memory is profiled at scale. Tracing from the interpreter's start slows it too much for that."""
+    directory = current().memdump_dir
+    if not directory:
+        return
+    import asyncio
+    import signal
+
+    from .memdump import dump
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump, directory)
+    logger.info(f"SIGUSR1 writes a heap report to {directory}")
