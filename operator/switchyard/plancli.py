@@ -43,6 +43,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--routing", choices=("local", "hashed", "auto"), help="override spec.routing")
+    p.add_argument("--files", help="a list of file paths, one a line: ring readers' bytes split as rendezvous hashing "
+                                   "spreads these files, instead of by the ring weights' average")
     p.add_argument("--compare", action="store_true",
                    help="also judge the default-scheduler and a random placement by the same flow model")
     p.set_defaults(func=run)
@@ -52,6 +54,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     try:
         spec = load_facility(args.filename)
+        files = load_files(args.files) if args.files else []
         topology = load_cluster(spec, args.kubeconfig) if args.from_cluster else load_topology_file(args.topology, spec)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -63,16 +66,16 @@ def run(args: argparse.Namespace) -> int:
     pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
     fleets = [FleetRequest(f.name, f) for f in spec.fleets]
     try:
-        result = with_fair_share(topology, pools, fleets, plan(topology, pools, fleets, args.routing or spec.routing))
-        compared = [with_fair_share(topology, pools, fleets, b)
+        result = with_fair_share(topology, pools, fleets, plan(topology, pools, fleets, args.routing or spec.routing), files)
+        compared = [with_fair_share(topology, pools, fleets, b, files)
                     for b in (_baselines(topology, pools, fleets, result) if args.compare else [])]
     except Unsatisfiable as exc:
         print(f"error: {exc.reason}: {exc.message}", file=sys.stderr)
         return 1
     if args.output == "table":
-        sys.stdout.write(table(result, topology, [f.name for f in fleets], compared))
+        sys.stdout.write(table(result, topology, [f.name for f in fleets], compared, len(files)))
     else:
-        doc = document(result, topology, compared)
+        doc = document(result, topology, compared, len(files))
         if args.output == "json":
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
@@ -90,6 +93,14 @@ def load_facility(path: str) -> AnalysisFacilitySpec:
         return AnalysisFacilitySpec.model_validate(doc.get("spec") or {})
     except ValidationError as exc:
         raise InputError(format_validation_error(exc, f"{path}: spec")) from None
+
+
+def load_files(path: str) -> list[str]:
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror}") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def load_topology_file(path: str, spec: AnalysisFacilitySpec) -> Topology:
@@ -158,7 +169,7 @@ def switch_rows(result: Plan, topology: Topology) -> list[dict]:
     return rows
 
 
-def document(result: Plan, topology: Topology, compared: list[Plan] = ()) -> dict:
+def document(result: Plan, topology: Topology, compared: list[Plan] = (), files: int = 0) -> dict:
     doc = {
         "planner": result.planner,
         "predictedGbps": result.predicted_gbps,
@@ -176,7 +187,7 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = ()) -> dic
         doc["fairShareGbps"] = result.fair.delivered_gbps
         doc["fairShare"] = {"gbps": result.fair.delivered_gbps, "saturated": list(result.fair.saturated),
                             "servedByHost": dict(result.fair.served),
-                            "ringSplit": {p: dict(s) for p, s in result.fair.ring_split.items()}}
+                            "ringSplit": {p: dict(s) for p, s in result.fair.ring_split.items()}, "files": files}
     if compared:
         doc["baselines"] = [{"planner": b.planner, "predictedGbps": b.predicted_gbps,
                              **({"fairShareGbps": b.fair.delivered_gbps} if b.fair else {}),
@@ -185,7 +196,15 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = ()) -> dic
     return doc
 
 
-def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Plan] = ()) -> str:
+def ring_split_line(pool: str, split: dict, weights: dict, files: int) -> str:
+    """How far the split of the given files is from the ring's weights, at the host it is farthest."""
+    total = sum(weights.values()) or 1.0
+    host = max(split, key=lambda h: (abs(split[h] - weights.get(h, 0.0) / total), h))
+    return (f"ring of pool {pool}: the split of {files} files is up to {abs(split[host] - weights.get(host, 0.0) / total):.4f} "
+            f"off its weights ({host}: {split[host]:.4f} of the files, weight {weights.get(host, 0.0) / total:.4f})")
+
+
+def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Plan] = (), files: int = 0) -> str:
     rows = switch_rows(result, topology)
     fair = ["serveGbps", "fairInGbps", "fairOutGbps"] if result.fair else []
     header = (["SWITCH", "UPLINK", "CACHES"] + [f"W:{f}" for f in fleets] + ["RING", "ROUTING", "IN", "OUT", "UTIL"]
@@ -214,6 +233,9 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
         lines.append(f"fair share {result.fair.delivered_gbps:g} Gbps: what competing TCP flows get with this placement "
                      f"(per-host serving; the LP optimum above is the best the routing allows); full: {full or 'nothing'}")
         lines.append(f"all figures are link Gbps: a full link delivers ~{PAYLOAD:.3f} of it as TCP payload at 1500 MTU")
+        if files:
+            lines += [ring_split_line(pool, split, result.hash_weights.get(pool) or split, files)
+                      for pool, split in result.fair.ring_split.items() if split]
     for fleet, count in result.unplaced.items():
         lines.append(f"unplaced: fleet {fleet}: {count} worker(s) fit on no node")
     for b in compared:

@@ -193,9 +193,10 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     )
 
 
-def with_fair_share(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], plan: Plan) -> Plan:
-    """The plan with its fair-share prediction (plan.fair), over the ring it publishes."""
-    fair = predict(topology, pools, fleets, plan.placement, plan.hash_weights or None)
+def with_fair_share(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], plan: Plan,
+                    files: Sequence[str] = ()) -> Plan:
+    """The plan with its fair-share prediction (plan.fair), over the ring it publishes (split as `files` hash)."""
+    fair = predict(topology, pools, fleets, plan.placement, plan.hash_weights or None, files)
     return dataclasses.replace(plan, fair=fair)
 
 

@@ -90,6 +90,27 @@ def test_the_fair_share_is_printed_beside_the_optimum(tmp_path, capsys):
     assert all("fair share" in x for x in out.splitlines() if x.startswith("baseline"))
 
 
+def test_a_file_list_gives_the_ring_split_of_those_files(tmp_path, capsys):
+    """--files: ring readers take the split rendezvous hashing gives those paths, not the weights' average;
+    the output says which split it used and how far it is from the weights."""
+    from switchyard.planner import hashing
+
+    hashed = facility(routing="hashed")
+    code, out, _ = run(tmp_path, capsys, hashed, TOPOLOGY, "-o", "json")
+    weights = json.loads(out)["hashWeights"]["xcache"]
+    paths = [f"/store/f{i}.root" for i in range(12)]
+    (tmp_path / "files.txt").write_text("\n".join(paths) + "\n\n")
+    code, out, _ = run(tmp_path, capsys, hashed, TOPOLOGY, "-o", "json", "--files", str(tmp_path / "files.txt"))
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["fairShare"]["files"] == 12
+    assert doc["fairShare"]["ringSplit"]["xcache"] == pytest.approx(hashing.split(paths, weights), abs=1e-6)
+    code, out, _ = run(tmp_path, capsys, hashed, TOPOLOGY, "--files", str(tmp_path / "files.txt"))
+    assert "split of 12 files" in out
+    code, _, err = run(tmp_path, capsys, hashed, TOPOLOGY, "--files", str(tmp_path / "missing.txt"))
+    assert code == 2 and "missing.txt" in err
+
+
 def test_compare_judges_the_baselines_by_the_same_model(tmp_path, capsys):
     code, out, _ = run(tmp_path, capsys, facility(), TOPOLOGY, "-o", "json", "--compare")
     doc = json.loads(out)
