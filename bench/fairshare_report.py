@@ -48,8 +48,9 @@ def _same_placement(recorded: dict, chosen) -> bool:
             and abs(recorded["predicted_gbps"] - chosen.predicted_gbps) < 1e-3)
 
 
-def fabric_rows(results_dir: pathlib.Path) -> list[dict]:
-    rows = []
+def recorded(results_dir: pathlib.Path):
+    """Every placement of the runs on record: (run, case, placement name, its record, topology, pools, fleets,
+    today's plan of it or None when that differs from the run's placement, the run's file list)."""
     for run in RUNS:
         path = results_dir / run
         if not path.exists():
@@ -62,30 +63,37 @@ def fabric_rows(results_dir: pathlib.Path) -> list[dict]:
             for name, r in by.items():
                 r.setdefault("summary", summarise(r))
                 chosen = chosen_by.get(name)
-                row = {"run": run, "case": case, "placement": name, "valid": r["summary"]["valid"]}
-                if chosen is None or not _same_placement(r, chosen):
-                    rows.append({**row, "skipped": "today's plan differs from the run's placement"})
+                same = chosen is not None and _same_placement(r, chosen)
+                yield run, case, name, r, topology, pools, fleets, chosen if same else None, files
+
+
+def fabric_rows(results_dir: pathlib.Path) -> list[dict]:
+    rows = []
+    for run, case, name, r, topology, pools, fleets, chosen, files in recorded(results_dir):
+        row = {"run": run, "case": case, "placement": name, "valid": r["summary"]["valid"]}
+        if chosen is None:
+            rows.append({**row, "skipped": "today's plan differs from the run's placement"})
+            continue
+        weights = dict(chosen.hash_weights) or None
+        fair = predict(topology, pools, fleets, chosen.placement, weights)
+        fair_files = predict(topology, pools, fleets, chosen.placement, weights, files)
+        measured = r["summary"]["delivered_mean"]
+        models = {"lp": (chosen.predicted_gbps, {s: u for s, u in r["predicted_uplinks"].items()}),
+                  "bench": (r["fair_gbps"], r["fair_uplinks"]),
+                  "fair": (fair.delivered_gbps, fair.uplinks), "fair_files": (fair_files.delivered_gbps, fair_files.uplinks)}
+        errors = {k: [] for k in models}
+        for sw, p in r["predicted_uplinks"].items():
+            m = r["summary"]["uplinks"][sw]
+            for d in ("out", "in"):
+                if p[d] <= LOADED * p["capacity"] and m[d] <= LOADED * p["capacity"] \
+                        and fair.uplinks[sw][d] <= LOADED * p["capacity"]:
                     continue
-                weights = dict(chosen.hash_weights) or None
-                fair = predict(topology, pools, fleets, chosen.placement, weights)
-                fair_files = predict(topology, pools, fleets, chosen.placement, weights, files)
-                measured = r["summary"]["delivered_mean"]
-                models = {"lp": (chosen.predicted_gbps, {s: u for s, u in r["predicted_uplinks"].items()}),
-                          "bench": (r["fair_gbps"], r["fair_uplinks"]),
-                          "fair": (fair.delivered_gbps, fair.uplinks), "fair_files": (fair_files.delivered_gbps, fair_files.uplinks)}
-                errors = {k: [] for k in models}
-                for sw, p in r["predicted_uplinks"].items():
-                    m = r["summary"]["uplinks"][sw]
-                    for d in ("out", "in"):
-                        if p[d] <= LOADED * p["capacity"] and m[d] <= LOADED * p["capacity"] \
-                                and fair.uplinks[sw][d] <= LOADED * p["capacity"]:
-                            continue
-                        for k, (_, up) in models.items():
-                            errors[k].append(abs(m[d] / PAYLOAD - up[sw][d]) / p["capacity"])
-                rows.append({**row, "measured": measured,
-                             **{k: g for k, (g, _) in models.items()},
-                             **{f"{k}_ratio": measured / (g * PAYLOAD) if g else None for k, (g, _) in models.items()},
-                             "directions": len(errors["lp"]), "errors": errors})
+                for k, (_, up) in models.items():
+                    errors[k].append(abs(m[d] / PAYLOAD - up[sw][d]) / p["capacity"])
+        rows.append({**row, "measured": measured,
+                     **{k: g for k, (g, _) in models.items()},
+                     **{f"{k}_ratio": measured / (g * PAYLOAD) if g else None for k, (g, _) in models.items()},
+                     "directions": len(errors["lp"]), "errors": errors})
     return rows
 
 

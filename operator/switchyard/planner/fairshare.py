@@ -126,10 +126,32 @@ def fair_share(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
                      demand_gbps=round(sum(d for _, d, _ in streams), 3))
 
 
-def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
-            weights: Mapping[str, Mapping[str, float]] | None = None, files: Sequence[str] = ()) -> FairShare:
-    """The fair share of a placement; `weights` the ring the plan publishes (by default flow.py's),
-    `files` a file list whose hashed split the ring readers take instead of the weights."""
+@dataclass(frozen=True)
+class ReaderGroup:
+    """Identical readers: one fleet's workers on one switch that read the same way (local or ring)."""
+
+    count: int
+    demand_gbps: float                         # each
+    shares: Mapping[str, float]                # cache host -> share of their bytes
+    uses: Mapping[str, Mapping[str, float]]    # cache host -> link -> Gbps per Gbps read from that host
+
+
+@dataclass(frozen=True)
+class Readers:
+    """A placement as the fair share sees it: the links with their capacity, and the groups of readers."""
+
+    capacity: Mapping[str, float]
+    uplink: Mapping[str, float]
+    switch_of: Mapping[str, str]
+    groups: tuple[ReaderGroup, ...]
+    demand_gbps: float                         # with readers that have no cache to read from
+    rings: Mapping[str, Mapping[str, float]]   # pool -> host -> share of ring bytes
+
+
+def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
+            weights: Mapping[str, Mapping[str, float]] | None = None, files: Sequence[str] = ()) -> Readers:
+    """The links and reader groups of a placement; `weights` the ring the plan publishes (by default
+    flow.py's), `files` a file list whose hashed split the ring readers take instead of the weights."""
     uplink = {s.name: s.uplink_gbps for s in topology.switches}
     switch_of = {h.name: h.switch for h in topology.hosts}
     nic = {h.name: h.nic_gbps for h in topology.hosts}
@@ -145,18 +167,16 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     capacity.update({f"nic:{node}": nic[node] for node, n in pools_of.items() if n > 1})
     miss = {p.name: p.body.miss_ratio for p in pools}
 
-    def uses(pool: str, reader: str, shares: Mapping[str, float]) -> dict[str, float]:
-        use: dict[str, float] = {}
-        for host, share in shares.items():
-            _add(use, f"serve:{pool}:{host}", share)
-            _add(use, f"nic:{host}", share)
-            _cross(use, switch_of[host], reader, share)
-            _add(use, f"up_in:{switch_of[host]}", share * miss[pool])
-            _add(use, "wan", share * miss[pool])
+    def uses(pool: str, reader: str, host: str) -> dict[str, float]:
+        use = {f"serve:{pool}:{host}": 1.0}
+        _add(use, f"nic:{host}", 1.0)
+        _cross(use, switch_of[host], reader, 1.0)
+        _add(use, f"up_in:{switch_of[host]}", miss[pool])
+        _add(use, "wan", miss[pool])
         return use
 
     reads = flow.worker_reads(topology, fleets)
-    streams, sources, demand = [], [], 0.0
+    groups, demand = [], 0.0
     for fleet in fleets:
         index = fleet_pool_index(fleet, pools)
         if index is None:
@@ -171,25 +191,39 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
             demand += count * rate
             for n, shares in ((count - ring, dict.fromkeys(local, 1.0 / len(local) if local else 0.0)),
                               (ring, rings[pool])):
+                shares = {h: a for h, a in shares.items() if a > 0}
                 if n > 0 and shares:       # without a cache host a reader reads nothing
-                    streams.append(Stream(rate, uses(pool, sw, shares), n))
-                    sources.append(shares)
-    filled = progressive_filling(capacity, streams)
+                    groups.append(ReaderGroup(n, rate, shares, {h: uses(pool, sw, h) for h in shares}))
+    return Readers(capacity, uplink, switch_of, tuple(groups), demand, rings)
+
+
+def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
+            weights: Mapping[str, Mapping[str, float]] | None = None, files: Sequence[str] = ()) -> FairShare:
+    """The fair share of a placement (see readers() for `weights` and `files`)."""
+    the = readers(topology, pools, fleets, placement, weights, files)
+    streams = []
+    for g in the.groups:
+        use: dict[str, float] = {}
+        for host, share in g.shares.items():
+            for link, a in g.uses[host].items():
+                _add(use, link, share * a)
+        streams.append(Stream(g.demand_gbps, use, g.count))
+    filled = progressive_filling(the.capacity, streams)
     served: dict[str, float] = {}
-    for rate, stream, shares in zip(filled.rates, streams, sources):
-        for host, share in shares.items():
-            served[host] = served.get(host, 0.0) + rate * stream.count * share
+    for rate, g in zip(filled.rates, the.groups):
+        for host, share in g.shares.items():
+            served[host] = served.get(host, 0.0) + rate * g.count * share
     by_switch: dict[str, float] = {}
     for host, gbps in served.items():
-        by_switch[switch_of[host]] = by_switch.get(switch_of[host], 0.0) + gbps
+        by_switch[the.switch_of[host]] = by_switch.get(the.switch_of[host], 0.0) + gbps
     return FairShare(
-        delivered_gbps=round(sum(r * s.count for r, s in zip(filled.rates, streams)), 3),
-        uplinks=_uplinks(filled.loads, uplink),
+        delivered_gbps=round(sum(r * g.count for r, g in zip(filled.rates, the.groups)), 3),
+        uplinks=_uplinks(filled.loads, the.uplink),
         served={h: round(v, 3) for h, v in sorted(served.items())},
         saturated=filled.saturated,
-        demand_gbps=round(demand, 3),
+        demand_gbps=round(the.demand_gbps, 3),
         switch_served={s: round(v, 3) for s, v in sorted(by_switch.items())},
-        ring_split={pool: {h: round(v, 6) for h, v in shares.items()} for pool, shares in sorted(rings.items())},
+        ring_split={pool: {h: round(v, 6) for h, v in shares.items()} for pool, shares in sorted(the.rings.items())},
     )
 
 
