@@ -458,6 +458,12 @@ def write_report(results: dict, out: pathlib.Path) -> None:
                      + " | ".join(" / ".join(f"{r['pods_s'][k][q]:.0f}" for q in ("p50", "p90", "max"))
                                   for k in ("created", "scheduled", "ready"))
                      + f" | {r['backend_cpu_s']} | {', '.join(f'{x:.2f}' for x in r['loadavg_end'])} |")
+    loads = [r["loadavg_end"][0] for r in runs]
+    if loads:
+        lines.append(f"The 1-minute load average at the end of the runs ranged from {min(loads):.1f} to "
+                     f"{max(loads):.1f} on {env['cpus']} cores: the control plane, both backends and the other work "
+                     "on the machine were CPU-bound throughout, so single runs move by many seconds; the ratio of "
+                     "each adjacent pair is the figure to read.")
     lines.append("")
     for setting in results["settings"]:
         pairs = []
@@ -469,6 +475,14 @@ def write_report(results: dict, out: pathlib.Path) -> None:
                 lines.append(f"- {setting}, repeat {rep}: switchyard / KubeBackend = {by['sy']['seconds']:.1f} s / "
                              f"{by['kube']['seconds']:.1f} s = **{ratio:.2f}** (load average at the end "
                              f"{by['sy']['loadavg_end'][0]:.2f} / {by['kube']['loadavg_end'][0]:.2f})")
+        for r in runs:
+            if r["setting"] == setting:
+                pods = r["pods_s"]
+                lines.append(f"  - {setting} {r['repeat']} {'switchyard' if r['backend'] == 'sy' else 'KubeBackend'}: "
+                             f"worker pods created at {r['workers'] / max(1.0, pods['created']['max']):.1f} per "
+                             f"second on average (all within {pods['created']['max']:.0f} s); median wait from "
+                             f"created to scheduled ~{pods['scheduled']['p50'] - pods['created']['p50']:.0f} s, "
+                             f"from scheduled to Ready ~{pods['ready']['p50'] - pods['scheduled']['p50']:.0f} s")
         if pairs:
             median = statistics.median(pairs)
             lines.append(f"- **{setting}: median of the {len(pairs)} per-repeat ratios {median:.2f}** "
@@ -516,6 +530,13 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         "`PodScheduled` and `Ready` conditions (kwok sets Ready with Running), relative to the scale call; the "
         "API server stamps whole seconds. Created is the backend's part (switchyard: operator and ReplicaSet "
         "controller; KubeBackend: its controller), scheduled the kube-scheduler's, Ready kwok's.",
+        "- Why switchyard's pods are created at well under 20 per second in **defaults**: the ramp is a token "
+        "bucket (`operator/switchyard/rampup.py`) refilled at `maxStartsPerSecond` but holding at most one "
+        "second's worth (the burst), spent once per fleet reconcile; the reconcile asks to come back in 0.25 s, "
+        "but when a reconcile cycle takes longer than a second (a loaded machine, as here), any tokens beyond "
+        "one second's worth are lost, so the rate it delivers falls with the cycle time: at 20 per cycle, the "
+        "6-7 per second measured here is what a cycle of about 3 s gives (the cycle time itself is not measured "
+        "by this bench).",
         "- CPU seconds: user + system time, read from /proc, of the gateway process plus the switchyard operator "
         "(switchyard) or the gateway plus the controller (KubeBackend) during the timed window; the schedulers "
         "and the control plane are not counted.",
