@@ -42,7 +42,7 @@ SELECT = {"gateway.dask.org/instance": INSTANCE}
 IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
 
 
-def gateway_config(path: pathlib.Path, namespace: str, port: int) -> None:
+def gateway_config(path: pathlib.Path, namespace: str, port: int, idle_timeout: float = 0) -> None:
     path.write_text(f"""
 c.DaskGateway.backend_class = "switchyard.gateway.backend.SwitchyardBackend"
 c.DaskGateway.address = "127.0.0.1:0"
@@ -58,6 +58,7 @@ c.SwitchyardBackend.cluster_heartbeat_period = 2
 c.SwitchyardClusterConfig.adaptive_period = 1
 c.SwitchyardClusterConfig.cluster_max_cores = 60
 c.SwitchyardBackend.cluster_start_timeout = 20
+c.SwitchyardClusterConfig.idle_timeout = {idle_timeout}
 """)
 
 
@@ -289,9 +290,29 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
         wait_for(lambda: owned_objects(cluster, namespace) == {}, timeout=120,
                  what="every object of the gateway cluster gone after shutdown")
         assert alice.list_clusters() == []
+
+        # The idle timeout (the chart's gateway.idleTimeoutSeconds): a cluster nobody uses is
+        # shut down by its own scheduler, through the gateway, and everything it made goes.
+        server.terminate()
+        server.wait(timeout=30)
+        gateway_config(workdir / "config.py", namespace, port, idle_timeout=10)
+        server = start_gateway()
+        wait_gateway(port)
+        carol = Gateway(f"http://127.0.0.1:{port}", auth=BasicAuth("carol", "x"))
+        idle = carol.submit()
+        wait_for(lambda: [(c.name, c.status.name) for c in carol.list_clusters()] == [(idle, "RUNNING")], timeout=60,
+                 interval=0.5, what="carol's cluster running")
+        assert owned_objects(cluster, namespace)
+        made = time.monotonic()
+        wait_for(lambda: [c.name for c in carol.list_clusters(status="STOPPED")] == [idle], timeout=60,
+                 what="carol's idle cluster stopped by its idle timeout")
+        assert time.monotonic() - made > 5  # idle for ~10 s, not stopped at once
+        wait_for(lambda: owned_objects(cluster, namespace) == {}, timeout=120,
+                 what="every object of the idle cluster gone")
         assert runner.errors == []
         alice.close()
         bob.close()
+        carol.close()
     finally:
         runner.close()
         server.terminate()
