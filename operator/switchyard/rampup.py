@@ -20,9 +20,15 @@ def jitter_seconds(name: str, max_seconds: float) -> float:
     return fraction * max_seconds
 
 
+# Tokens of a running ramp accrue for at most this long between two counts. A
+# reconcile cycle slower than a second (a loaded operator) still starts
+# rate x cycle, so the rate holds; one stalled longer never releases a storm.
+CATCH_UP_SECONDS = 5.0
+
+
 @dataclass(frozen=True)
 class Bucket:
-    """Start tokens of one fleet's ramp: they accrue at the rate, up to one second's worth."""
+    """Start tokens of one fleet's ramp: they accrue at the rate, up to CATCH_UP_SECONDS' worth."""
 
     tokens: float
     at: float  # when they were last counted (monotonic seconds)
@@ -33,7 +39,7 @@ def refill(bucket: Bucket | None, rate_per_second: float, now: float) -> Bucket:
     burst = max(1.0, rate_per_second)
     if bucket is None:
         return Bucket(burst, now)
-    return Bucket(min(burst, bucket.tokens + rate_per_second * max(0.0, now - bucket.at)), now)
+    return Bucket(min(burst * CATCH_UP_SECONDS, bucket.tokens + rate_per_second * max(0.0, now - bucket.at)), now)
 
 
 def spend(bucket: Bucket, started: int) -> Bucket:
