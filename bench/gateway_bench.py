@@ -357,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"workers": args.workers, "settings": settings, "runs": [], "versions": versions(),
                      "env": {"cpus": os.cpu_count(), "python": platform.python_version(),
                              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                                      capture_output=True, text=True).stdout.strip(),
+                             "uncommitted_operator_files": subprocess.run(
+                                 ["git", "-C", str(ROOT), "status", "--porcelain", "--", "operator/switchyard"],
+                                 capture_output=True, text=True).stdout.split("\n")[:-1],
                              "nodes": SWITCHES * (CACHE_NODES + WORKER_NODES), "switches": SWITCHES,
                              "kwok_config": config.read_text()}}
     long_lived: list[subprocess.Popen] = []
@@ -441,7 +446,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
     runs, env, n = results["runs"], results["env"], results["workers"]
     lines = [
         "# dask-gateway benchmark: switchyard's backend against dask-gateway's KubeBackend", "",
-        f"Measured {env['date']} by `make bench-gateway` (`bench/gateway_bench.py`), every run in one session on one "
+        f"Measured {env['date']} (commit {env.get('commit', '?')}{' with uncommitted changes to ' + ', '.join(x[3:] for x in env['uncommitted_operator_files']) + ' in the shared work tree' if env.get('uncommitted_operator_files') else ''}) by `make bench-gateway` (`bench/gateway_bench.py`), every run in one session on one "
         f"simulated cluster of {env['nodes']} nodes over {env['switches']} switches (kwokctl binary runtime: real "
         "kube-apiserver, kube-controller-manager, kube-scheduler v1.31 and etcd; kwok marks the pods the real scheduler "
         f"binds Running), the machine's {env['cpus']} cores shared with other work. Versions: "
@@ -530,13 +535,9 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         "`PodScheduled` and `Ready` conditions (kwok sets Ready with Running), relative to the scale call; the "
         "API server stamps whole seconds. Created is the backend's part (switchyard: operator and ReplicaSet "
         "controller; KubeBackend: its controller), scheduled the kube-scheduler's, Ready kwok's.",
-        "- Why switchyard's pods are created at well under 20 per second in **defaults**: the ramp is a token "
-        "bucket (`operator/switchyard/rampup.py`) refilled at `maxStartsPerSecond` but holding at most one "
-        "second's worth (the burst), spent once per fleet reconcile; the reconcile asks to come back in 0.25 s, "
-        "but when a reconcile cycle takes longer than a second (a loaded machine, as here), any tokens beyond "
-        "one second's worth are lost, so the rate it delivers falls with the cycle time: at 20 per cycle, the "
-        "6-7 per second measured here is what a cycle of about 3 s gives (the cycle time itself is not measured "
-        "by this bench).",
+        "- In **defaults** switchyard's fleet starts at most `rampUp.maxStartsPerSecond` (20) workers per second "
+        "(`operator/switchyard/rampup.py`), so its creation rate in the per-run lines is that limit as delivered "
+        "on this machine; KubeBackend's controller is held only by its API rate limit (50 per second).",
         "- CPU seconds: user + system time, read from /proc, of the gateway process plus the switchyard operator "
         "(switchyard) or the gateway plus the controller (KubeBackend) during the timed window; the schedulers "
         "and the control plane are not counted.",
