@@ -151,18 +151,17 @@ def formulate_fixed(problem: Problem, mode: str, counts: Current) -> Formulation
     fm.fixed = True
     m = fm.model
     pools, fleets = problem.pools, problem.fleets
-    for s, sw in enumerate(problem.switches):
-        for k, nc in enumerate(sw.classes):
-            for p in sorted(nc.eligible):
-                if cache_fits(pools[p], nc):
-                    n = counts.caches.get((p, s, k), 0)
-                    fm.caches[p, s, k] = m.var(n, n)
-        for j, f in enumerate(fleets):
-            if f.replicas:
-                local, ring = counts.workers.get((j, s), 0), counts.ring.get((j, s), 0)
-                fm.local[j, s] = m.var(local, local)
-                if f.pool is not None:
-                    fm.ring[j, s] = m.var(ring, ring)
+    # only what the placement holds: a count of 0 adds nothing to a flow (a switch without a cache of
+    # the pool has only ring readers of it, as stay.stay_placement keeps them)
+    for (p, s, k), n in sorted(counts.caches.items()):
+        if n > 0 and cache_fits(pools[p], problem.switches[s].classes[k]):
+            fm.caches[p, s, k] = m.var(n, n)
+    for (j, s), n in sorted(counts.workers.items()):
+        if n > 0 and fleets[j].replicas:
+            fm.local[j, s] = m.var(n, n)
+    for (j, s), n in sorted(counts.ring.items()):
+        if n > 0 and fleets[j].replicas and fleets[j].pool is not None:
+            fm.ring[j, s] = m.var(n, n)
     _flows(fm, readers)
     return fm
 

@@ -31,6 +31,9 @@ class Packing:
     nodes: Mapping[str, Mapping[str, int]]        # node -> pod kind ("cache:<pool>" or fleet) -> count
     shortfall: Mapping[tuple[int, int], int]      # (fleet, switch) -> workers that did not fit
     free: Mapping[str, tuple[float, ...]] = None  # node -> room left: CPU millis, memory bytes, pods, NIC Gbps
+    # quick packing: switch -> a function giving its (pods per node, room per node), for the switches
+    # not packed node by node (nodes and free leave them out); relocate packs them when it needs them
+    later: Mapping[int, object] = None
 
     def pods_on(self, node: str) -> int:
         return sum(self.nodes.get(node, {}).values())
@@ -51,7 +54,7 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
     a switch packed before with the same input is not packed again (its packing is a function of it).
     quick: no MILP for a switch whose workers exceed its room in sum (the greedy fill's count is taken),
     and a switch whose split spreads evenly onto its nodes with room to spare is not packed node by
-    node: its nodes and room are left out of the packing, unless workers elsewhere must be relocated."""
+    node: its nodes and room are left out (Packing.later packs it, for relocate when it needs its room)."""
     out: dict[str, dict[str, int]] = {}
     shortfall: dict[tuple[int, int], int] = {}
     left: dict[str, tuple[float, ...]] = {}
@@ -106,13 +109,8 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
             if counted.get(j, 0) < n:
                 shortfall[j, s] = n - counted.get(j, 0)
         left.update((name, tuple(room)) for name, room in free.items())
-    for s in deferred if shortfall else ():
-        # workers to relocate: they need every node's room, those switches packed node by node after all
-        pods, free, _ = packed(s, by_switch.get(s, {}), False)
-        for name, kinds in pods.items():
-            out[name] = dict(kinds)
-        left.update((name, tuple(room)) for name, room in free.items())
-    return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall, left)
+    later = {s: (lambda s=s: packed(s, by_switch.get(s, {}), False)[:2]) for s in deferred}
+    return Packing({n: dict(sorted(v.items())) for n, v in sorted(out.items())}, shortfall, left, later)
 
 
 def _pack_switch(problem: Problem, s: int, free: dict[str, list[float]], wanted: dict[int, int],
@@ -183,6 +181,7 @@ def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int],
     `workers` and `hashed` are updated in place; what still fits nowhere is the shortfall (Pending)."""
     free = {n: list(r) for n, r in packing.free.items()}
     nodes = {n: dict(kinds) for n, kinds in packing.nodes.items()}
+    later = dict(packing.later or {})
     switch_nodes = [[n for c in sw.classes for n in c.nodes] for sw in problem.switches]
     shortfall = {}
     leftovers = sorted(packing.shortfall.items()) + sorted(unplaced.items())
@@ -193,6 +192,10 @@ def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int],
         for t in order:
             if not short or t == s:
                 continue
+            if t in later:      # a switch the quick packing left out: packed now that its room is needed
+                pods, room = later.pop(t)()
+                nodes.update((n, dict(kinds)) for n, kinds in pods.items())
+                free.update((n, list(r)) for n, r in room.items())
             for name in switch_nodes[t]:
                 size = _size(problem, j, name)
                 take = min(short, _fit(free[name], size))
