@@ -186,7 +186,7 @@ class Analysis:
             self.address.update(found)
             return len(found) == len(names)
 
-        wait_until(joined, timeout=120, what="the workers to join")
+        wait_until(joined, timeout=300, what="the workers to join")
         if self.ledger is None:
             self.ledger = Ledger(self.caches)
             self.origin_sent = self.origin.bytes_sent_now()
@@ -194,7 +194,7 @@ class Analysis:
     def read(self, lfn: str, worker: str, served_by: str) -> dict[str, int]:
         """One file read by the task on one worker: the same result as on the local file, every
         byte from `served_by` (per the exporters); returns the bytes each host sent."""
-        got = self.client.submit(self.task, self.urls[lfn], workers=[self.address[worker]], pure=False).result(120)
+        got = self.client.submit(self.task, self.urls[lfn], workers=[self.address[worker]], pure=False).result(300)
         assert got == self.local[lfn], f"{lfn} on {worker}"
         sent = self.ledger.since_last()
         assert sent[served_by] >= self.files[lfn]["needed"], f"{lfn} on {worker}: {served_by} sent too little: {sent}"
@@ -231,7 +231,7 @@ class Analysis:
         fetched = self.fetched[cache.name]
         least = sum(self.files[lfn]["needed"] for lfn in fetched)
         count = lambda: cache.meter.scrape()["switchyard_xcache_origin_bytes_total"]  # noqa: E731
-        wait_until(lambda: count() >= least, timeout=30, what=f"{cache.name}'s file closes")
+        wait_until(lambda: count() >= least, timeout=60, what=f"{cache.name}'s file closes")
         assert count() <= sum(self.files[lfn]["size"] for lfn in fetched), (cache.name, count(), fetched)
         return int(count())
 
