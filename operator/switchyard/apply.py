@@ -140,10 +140,11 @@ class Kube:
             raise
 
     def list(self, kind: str, namespace: str | None = None, selector: Mapping[str, str] | None = None,
-             fields: Mapping[str, str] | None = None, keep: Callable[[dict], Any] | None = None) -> list:
-        """Every matching object, or what `keep` makes of each: applied page by page (500
+             fields: Mapping[str, str] | None = None, keep: Callable[[dict], Any] | None = None,
+             page: int = 500) -> list:
+        """Every matching object, or what `keep` makes of each: applied page by page (`page`
         objects), so listing a 10,000-worker fleet's pods never holds them all at once."""
-        query = {"limit": "500"}
+        query = {"limit": str(page)}
         if selector:
             query["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
         if fields:
@@ -151,12 +152,12 @@ class Kube:
         items: list = []
         res = RESOURCES[kind]
         while True:
-            page = self.request("GET", res.path(namespace), query=query)
+            batch = self.request("GET", res.path(namespace), query=query)
             # Items of built-in lists carry no kind; make every item self-describing.
-            found = ({"apiVersion": res.api_version, "kind": kind, **item} for item in page.get("items", []))
+            found = ({"apiVersion": res.api_version, "kind": kind, **item} for item in batch.get("items", []))
             items.extend(found if keep is None else map(keep, found))
-            cont = page.get("metadata", {}).get("continue")
-            del page, found
+            cont = batch.get("metadata", {}).get("continue")
+            del batch, found
             if not cont:
                 return items
             query["continue"] = cont
