@@ -465,6 +465,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
                      + f" | {r['backend_cpu_s']} | {', '.join(f'{x:.2f}' for x in r['loadavg_end'])} |")
     loads = [r["loadavg_end"][0] for r in runs]
     if loads:
+        lines.append("")
         lines.append(f"The 1-minute load average at the end of the runs ranged from {min(loads):.1f} to "
                      f"{max(loads):.1f} on {env['cpus']} cores: the control plane, both backends and the other work "
                      "on the machine were CPU-bound throughout, so single runs move by many seconds; the ratio of "
