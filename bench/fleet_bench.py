@@ -492,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     rss = RssSampler(op.pid)
     rss.start()
     results: dict = {"workers": n, "dask_workers": nd, "ramp_rate": args.ramp_rate, "runs": [],
+                     "steady_seconds": args.steady_seconds,
                      "fleets": args.fleets, "facilities": args.facilities, "switches": SWITCHES,
                      "worker_nodes": WORKER_NODES, "cache_nodes": CACHE_NODES, "name": NAME, "target": args.target,
                      "argv": sys.argv[1:] if argv is None else argv}
@@ -749,8 +750,8 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         "behind and was closed by the API server. The Deployment controller's status update trails the pods by "
         "well under a second, alike for every run. Sessions before 2026-11-23 polled `kubectl get pods "
         "--field-selector=status.phase=Running` instead.",
-        "- The operator's RSS once Running: sampled every 0.2 s for `--steady-seconds` after the last pod is "
-        "Running, while every fleet is Ready (a resync, each 60 s, falls inside).",
+        f"- The operator's RSS once Running: sampled every 0.2 s for {results.get('steady_seconds', '--steady-seconds')} s "
+        "after the last pod is Running, while every fleet is Ready.",
         "",
         "## Control plane tuning, and why",
         "",
