@@ -86,9 +86,11 @@ def test_apply_edit_delete(cluster, operator, namespace):
     # kubectl get shows meaningful columns.
     table = cluster.kubectl("get", "analysisfacility", "-n", namespace)
     header = table.splitlines()[0].split()
-    assert header[:7] == ["NAME", "READY", "SWITCHES", "CACHES", "WORKERS", "PREDICTED-GBPS", "TARGET-GBPS"]
+    assert header[:8] == ["NAME", "READY", "SWITCHES", "CACHES", "WORKERS", "PREDICTED-GBPS", "GAP", "TARGET-GBPS"]
     row = table.splitlines()[1].split()
-    assert row[:5] == ["af", "True", "3", "6", "6"]
+    assert row[:5] == ["af", "True", "3", "6", "6"] and float(row[6]) == af["status"]["plan"].get("gap", 0)
+    wide = cluster.kubectl("get", "analysisfacility", "-n", namespace, "-o", "wide").splitlines()[0].split()
+    assert "FAIR-SHARE-GBPS" in wide and "BOTTLENECK" in wide
 
     # Edit: more workers and a new block size; children converge, observedGeneration follows.
     obj["spec"]["fleets"][0]["replicas"] = 9

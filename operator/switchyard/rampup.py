@@ -28,7 +28,7 @@ CATCH_UP_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class Bucket:
-    """Start tokens of one fleet's ramp: they accrue at the rate, up to CATCH_UP_SECONDS' worth."""
+    """Start tokens of one fleet's ramp: they accrue at the rate, up to the burst plus CATCH_UP_SECONDS' worth."""
 
     tokens: float
     at: float  # when they were last counted (monotonic seconds)
@@ -39,7 +39,8 @@ def refill(bucket: Bucket | None, rate_per_second: float, now: float) -> Bucket:
     burst = max(1.0, rate_per_second)
     if bucket is None:
         return Bucket(burst, now)
-    return Bucket(min(burst * CATCH_UP_SECONDS, bucket.tokens + rate_per_second * max(0.0, now - bucket.at)), now)
+    cap = burst + rate_per_second * CATCH_UP_SECONDS
+    return Bucket(min(cap, bucket.tokens + rate_per_second * max(0.0, now - bucket.at)), now)
 
 
 def spend(bucket: Bucket, started: int) -> Bucket:

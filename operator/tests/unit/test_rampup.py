@@ -2,7 +2,7 @@ import os
 import subprocess
 import sys
 
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from switchyard.rampup import CATCH_UP_SECONDS, Bucket, jitter_seconds, refill, spend, step
 
@@ -33,7 +33,7 @@ def test_tokens_accrue_at_the_rate_up_to_the_catch_up_span():
     assert bucket.tokens == 0
     assert refill(bucket, 20, now=0.3).tokens == 6
     assert refill(bucket, 20, now=3).tokens == 60
-    assert refill(bucket, 20, now=30).tokens == 20 * CATCH_UP_SECONDS
+    assert refill(bucket, 20, now=30).tokens == 20 + 20 * CATCH_UP_SECONDS
     # Fractions are kept, not lost to rounding between short steps.
     partial = spend(refill(bucket, 20, now=0.33), 6)
     assert abs(refill(partial, 20, now=0.66).tokens - 7.2) < 1e-9  # 0.6 kept + 6.6
@@ -73,6 +73,7 @@ def test_step_scales_down_at_once_and_fills_the_biggest_gap_first():
 
 
 @given(cycle=st.floats(0.05, CATCH_UP_SECONDS), rate=st.floats(1, 200))
+@example(cycle=CATCH_UP_SECONDS, rate=1.5)  # fractions kept at the cap: whole tokens only are spent
 def test_slow_reconcile_cycles_still_start_workers_at_the_rate(cycle, rate):
     """A loaded operator that reconciles every few seconds loses no starts.
 
