@@ -48,7 +48,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import fleet_bench  # noqa: E402  (its kwok config, process helpers; sets up the e2e import path)
 import localcluster  # noqa: E402
-from gateway_local import free_port, wait_gateway  # noqa: E402
+from gateway_local import free_port, switchyard_config, wait_gateway  # noqa: E402
 from support import wait_for  # noqa: E402
 
 NAME = "sy-gwbench"
@@ -163,16 +163,7 @@ _socket.getaddrinfo = _service_getaddrinfo
 
 def sy_config(port: int, setting: dict) -> str:
     template = {"readGbps": 0.05, **setting["ramp"]}
-    return f"""
-c.DaskGateway.backend_class = "switchyard.gateway.backend.SwitchyardBackend"
-c.DaskGateway.address = "127.0.0.1:0"
-c.Proxy.address = "127.0.0.1:{port}"
-c.SwitchyardBackend.namespace = {NS_SY!r}
-c.SwitchyardBackend.facility = "af"
-c.SwitchyardBackend.gateway_instance = {SY_INSTANCE!r}
-c.SwitchyardBackend.images = [{IMAGE!r}]
-c.SwitchyardBackend.fleet_templates = {{"default": {template!r}}}
-"""
+    return switchyard_config(port, NS_SY, SY_INSTANCE, IMAGE, {"default": template})
 
 
 def kube_config(port: int, table: pathlib.Path, controller_port: int, setting: dict) -> str:

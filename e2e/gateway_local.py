@@ -23,3 +23,17 @@ def wait_gateway(port: int, timeout: float = 90) -> None:
         except OSError:
             return False
     wait_for(healthy, timeout=timeout, interval=0.5, what=f"the gateway's health endpoint on port {port}")
+
+
+def switchyard_config(port: int, namespace: str, instance: str, image: str, templates: dict) -> str:
+    """A gateway configuration running switchyard's backend behind its proxy on `port`, for facility af."""
+    return f"""
+c.DaskGateway.backend_class = "switchyard.gateway.backend.SwitchyardBackend"
+c.DaskGateway.address = "127.0.0.1:0"
+c.Proxy.address = "127.0.0.1:{port}"
+c.SwitchyardBackend.namespace = {namespace!r}
+c.SwitchyardBackend.facility = "af"
+c.SwitchyardBackend.gateway_instance = {instance!r}
+c.SwitchyardBackend.images = [{image!r}]
+c.SwitchyardBackend.fleet_templates = {templates!r}
+"""

@@ -31,7 +31,7 @@ import pytest
 importlib.import_module("hypothesis")
 
 from facilities import facility
-from gateway_local import free_port, wait_gateway
+from gateway_local import free_port, switchyard_config, wait_gateway
 from support import wait_for
 from test_dask_worker import expand, pod_environment
 
@@ -43,15 +43,8 @@ IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
 
 
 def gateway_config(path: pathlib.Path, namespace: str, port: int, idle_timeout: float = 0) -> None:
-    path.write_text(f"""
-c.DaskGateway.backend_class = "switchyard.gateway.backend.SwitchyardBackend"
-c.DaskGateway.address = "127.0.0.1:0"
-c.Proxy.address = "127.0.0.1:{port}"
-c.SwitchyardBackend.namespace = {namespace!r}
-c.SwitchyardBackend.facility = "af"
-c.SwitchyardBackend.gateway_instance = {INSTANCE!r}
-c.SwitchyardBackend.images = [{IMAGE!r}]
-c.SwitchyardBackend.fleet_templates = {{"default": {{"readGbps": 0.5}}, "tolerant": {{"readGbps": 1, "tolerations": []}}}}
+    templates = {"default": {"readGbps": 0.5}, "tolerant": {"readGbps": 1, "tolerations": []}}
+    path.write_text(switchyard_config(port, namespace, INSTANCE, IMAGE, templates) + f"""\
 c.SwitchyardBackend.max_worker_cores = 4
 c.SwitchyardBackend.max_clusters_per_user = 1
 c.SwitchyardBackend.cluster_heartbeat_period = 2
