@@ -9,7 +9,10 @@ repairs of the current placement:
   longer fit their switch where there is room;
 - the same with every lost cache host replaced on its own switch by an
   eligible node that hosts no cache (by name), so its readers keep a local
-  cache and the ring its serving.
+  cache and the ring its serving;
+- if those fall short of the totals bound, the same with a lost host whose
+  switch has no free eligible node replaced by a node there hosting another
+  pool's cache (a WAN-bound facility may value one pool's serving more).
 
 The best of them by the objective order (stay.better) is taken if its Gbps is
 proven within REPAIR_GAP of a bound on the new input: first a bound that costs
@@ -67,7 +70,15 @@ def repair(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
         candidate = judged(replaced)
         if candidate is not None and better(candidate, best):
             best = candidate
-    for bound in (lambda: quick_bound(problem), lambda: upper_bound(problem)):
+    cheap = quick_bound(problem)
+    if best.predicted_gbps < cheap * (1 - REPAIR_GAP) - 1e-6:
+        # short of the totals: a lost host's pool may be worth more than another pool's host beside it
+        swapped = _caches_swapped(topology, pools, fleets, problem, current, stay)
+        if swapped is not None:
+            candidate = judged(swapped)
+            if candidate is not None and better(candidate, best):
+                best = candidate
+    for bound in (lambda: cheap, lambda: upper_bound(problem)):
         value = bound()
         if best.predicted_gbps >= value * (1 - REPAIR_GAP) - 1e-6:
             return _with_bound(best, value)
@@ -127,6 +138,47 @@ def _caches_replaced(topology: Topology, pools: list[PoolRequest], fleets: list[
         return None
     # the current placement with the replacements in place of the lost hosts, kept as staying keeps it
     return stay_placement(topology, pools, fleets, Placement(caches=caches, workers=current.workers, hashed=hashed))
+
+
+def _caches_swapped(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], problem: Problem,
+                    current: Placement, stay: Placement) -> Placement | None:
+    """Staying put with each lost cache host whose switch has no free eligible node replaced by a node of
+    that switch hosting another pool's cache (first by name), which that pool gives up (its readers there
+    turn to the ring where it has no host left). Where the pools' miss ratios or readers differ, the lost
+    pool's serving can be worth more than the other's (a WAN-bound facility). None if nothing swaps."""
+    hosts = {h.name: h for h in topology.hosts}
+    on_switch: dict[str, list] = {}
+    for h in topology.hosts:
+        on_switch.setdefault(h.switch, []).append(h)
+    caches = {pool: dict(by) for pool, by in stay.caches.items()}
+    taken = {n for by in caches.values() for nodes in by.values() for n in nodes}
+    swapped = False
+    # what staying lost, counted before any swap (a pool giving up a host here lost nothing to a node)
+    lost = [(index, request, switch, len(before) - len(stay.caches.get(request.name, {}).get(switch, ())))
+            for index, request in enumerate(pools) for switch, before in sorted(current.caches.get(request.name, {}).items())]
+    for index, request, switch, missing in lost:
+        kept = caches.get(request.name, {}).get(switch, ())
+        for _ in range(missing):
+            others = sorted((n, pool) for pool, by in caches.items() if pool != request.name
+                            for n in by.get(switch, ()) if n in hosts)
+            if _free_hosts(on_switch.get(switch, ()), taken, request, problem.pools[index], problem):
+                break       # a free node of its own: _caches_replaced's candidate
+            take = next(((n, pool) for n, pool in others if host_eligible(hosts[n], request)
+                         and cache_fits(problem.pools[index], problem.class_of(n))), None)
+            if take is None:
+                break
+            node, pool = take
+            left = tuple(n for n in caches[pool][switch] if n != node)
+            if left:
+                caches[pool][switch] = left
+            else:
+                del caches[pool][switch]
+            kept = tuple(sorted(kept + (node,)))
+            caches.setdefault(request.name, {})[switch] = kept
+            swapped = True
+    if not swapped:
+        return None
+    return stay_placement(topology, pools, fleets, Placement(caches=caches, workers=stay.workers, hashed=stay.hashed))
 
 
 def _free_hosts(hosts, taken: set, request: PoolRequest, spec, problem: Problem) -> list[str]:

@@ -148,3 +148,23 @@ def test_a_switch_known_to_fit_evenly_does_fit_node_by_node(facility):
         wanted = {j: n for (j, ss), n in workers.items() if ss == s}
         placed = packing._spread(problem, s, free, wanted, split)
         assert packing._count(placed) == wanted
+
+
+def test_a_lost_cache_host_without_a_free_node_beside_it_takes_another_pools_host_when_that_keeps_the_gbps():
+    """gen-5000n-100s-20f-s2 is WAN-bound: losing a host of pool main (miss 0.05) on sw002, whose other
+    NVMe node hosts pool fast (miss 0.1), staying put falls 0.3% short of the bound. The repair gives
+    main that node (fast's readers there turn to its ring) and keeps the Gbps within its gap, moving
+    a few dozen pods where the whole model moved thousands."""
+    case = bench_case(5000, 100, 20, 2)
+    first = plan(case.topology, case.pools, case.fleets)
+    node = lost(case, first, "cache host")
+    assert node == "sw002-nvme-0" and "sw002-nvme-3" in first.placement.caches["fast"]["sw002"]
+    topo = without(case.topology, node)
+    problem = build_problem(topo, case.pools, case.fleets)
+    again = plan(topo, case.pools, case.fleets, current=first.placement)
+    assert again == repair(topo, case.pools, case.fleets, "auto", first.placement, problem)
+    assert again.placement.caches["main"]["sw002"] == ("sw002-nvme-1", "sw002-nvme-2", "sw002-nvme-3")
+    assert "sw002" not in again.placement.caches["fast"]
+    assert again.predicted_gbps >= quick_bound(problem) * (1 - REPAIR_GAP) - 1e-3
+    assert again.moves <= 50
+    assert not witness(topo, case.pools, case.fleets, again.placement).shortfall
