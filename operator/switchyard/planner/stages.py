@@ -93,7 +93,7 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
             accept = None
             if counts is None:
                 # the best box so far is a feasible point of the cache-count MILP: its incumbent to beat
-                best = max(tried, key=lambda t: t[0])[2] if tried else None
+                best = max(tried, key=lambda t: t[0])[2][1] if tried else None
                 counts = _cache_counts(fm, best)
                 m.rollback(start)
                 if tried:
@@ -109,12 +109,12 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
                 tried.append((gbps, counts, reached))
         if tried:
             # none kept the Gbps within STAGE1_GAP: the best of them, at the Gbps it reached
-            gbps, counts, _ = max(tried, key=lambda t: t[0])
+            gbps, counts, reached = max(tried, key=lambda t: t[0])
             if fm.current:
                 # a re-plan takes the first (today's counts first) within STAGE1_GAP of the best
-                gbps, counts, _ = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
+                gbps, counts, reached = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
             with _fixed(m, caches, counts):
-                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept=0.0)[1], None
+                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept=0.0, reached=reached)[1], None
         first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
         pinned = m.mark()
         guide = _uncrossed(fm, _calm_then_stable(fm, first.objective, relax=True))
@@ -126,22 +126,30 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
         m.rollback(start)
 
 
-def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int,
-                  accept: float | None = None) -> tuple[float | None, Solution | None, Solution | None]:
-    """Steps 2 and 3 with the cache counts fixed: (stage-1 Gbps in the box, solution, stage-1 point),
-    the solution None if the Gbps falls short of `target` (and of `accept`, when given), all None if
-    the box holds no placement."""
+def _boxed_stages(fm: Formulation, workers: list[int], target: float, start: int, accept: float | None = None,
+                  reached: tuple[Solution, Solution] | None = None) -> tuple[float | None, Solution | None, tuple | None]:
+    """Steps 2 and 3 with the cache counts fixed: (stage-1 Gbps in the box, solution, (guide, stage-1
+    point)), the solution None if the Gbps falls short of `target` (and of `accept`, when given), all
+    None if the box holds no placement. `reached`: the (guide, stage-1 point) an earlier call with the
+    same counts returned: its box and stage 1 are not searched again."""
     m = fm.model
     try:
-        best = _most_gbps(fm, relax=True).objective
-        guide = _uncrossed(fm, _calm_then_stable(fm, min(best, target), relax=True))
-        m.rollback(start)
+        if reached is None:
+            best = _most_gbps(fm, relax=True).objective
+            guide = _uncrossed(fm, _calm_then_stable(fm, min(best, target), relax=True))
+            m.rollback(start)
+        else:
+            guide = reached[0]
         with _box(m, workers, guide, current=fm.current):
-            first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
+            if reached is None:
+                first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
+            else:
+                first = reached[1]
+                _pin_unplaced(fm, first)
             if first.objective < (target if accept is None else min(target, accept)):
-                return first.objective, None, first
+                return first.objective, None, (guide, first)
             return first.objective, _calm_then_stable(fm, first.objective, relax=False, tolerance=UTIL_TOLERANCE,
-                                                      start=first), first
+                                                      start=first), (guide, first)
     except Infeasible:
         return None, None, None
     finally:
@@ -316,6 +324,15 @@ def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4, start: Solution 
     m.rollback(mark)       # the caller pins the Gbps, and may loosen it for stage 3
     m.row(unplaced, ub=fewest.objective + 1e-6)
     return dataclasses.replace(fewest, objective=most.objective)
+
+
+def _pin_unplaced(fm: Formulation, first: Solution) -> None:
+    """The unplaced-workers row _most_gbps leaves behind with `first` as its solution."""
+    if not any(fm.model.ub[v] for v in fm.unplaced.values()):
+        return      # _most_gbps added none: no worker may be left unplaced
+    unplaced = {v: 1.0 for v in fm.unplaced.values()}
+    value = first.value(unplaced)
+    fm.model.row(unplaced, ub=1e-6 if value < 1e-6 else value + 1e-6)
 
 
 def _calm_then_stable(fm: Formulation, gbps: float, relax: bool, tolerance: float = UTIL_SLACK,
