@@ -10,6 +10,8 @@ Two parts, written to bench/results/fairshare.md (and .json):
    (planner/fairshare.py; with the ring's expected split, and with the split of
    the run's file list); aggregate measured ÷ (prediction × 0.956) and the
    per-uplink error. A run whose placement differs from today's plan is skipped.
+   Beside them (aggregate only) the closed queueing network of sequential
+   readers (bench/closed_network.py), with the ring's split and the files'.
 2. The planner bench's cases (bench/planner_bench.py's suite): the plan and the
    baselines by the LP and by the fair share, and what computing the fair share
    costs beside planning (CPU-second ratio in the same run, with the load average).
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from closed_network import of_placement  # noqa: E402
 from fabric_bench import load_case, placements, summarise  # noqa: E402
 from planner_bench import RANDOM_SEEDS, suite  # noqa: E402
 from switchyard.planner import baselines, plan  # noqa: E402
@@ -78,6 +81,8 @@ def fabric_rows(results_dir: pathlib.Path) -> list[dict]:
         fair = predict(topology, pools, fleets, chosen.placement, weights)
         fair_files = predict(topology, pools, fleets, chosen.placement, weights, files)
         measured = r["summary"]["delivered_mean"]
+        closed = {"closed": of_placement(topology, pools, fleets, chosen.placement, weights),
+                  "closed_files": of_placement(topology, pools, fleets, chosen.placement, weights, files)}
         models = {"lp": (chosen.predicted_gbps, {s: u for s, u in r["predicted_uplinks"].items()}),
                   "bench": (r["fair_gbps"], r["fair_uplinks"]),
                   "fair": (fair.delivered_gbps, fair.uplinks), "fair_files": (fair_files.delivered_gbps, fair_files.uplinks)}
@@ -90,7 +95,8 @@ def fabric_rows(results_dir: pathlib.Path) -> list[dict]:
                     continue
                 for k, (_, up) in models.items():
                     errors[k].append(abs(m[d] / PAYLOAD - up[sw][d]) / p["capacity"])
-        rows.append({**row, "measured": measured,
+        rows.append({**row, "measured": measured, **closed,
+                     **{f"{k}_ratio": measured / (g * PAYLOAD) for k, g in closed.items()},
                      **{k: g for k, (g, _) in models.items()},
                      **{f"{k}_ratio": measured / (g * PAYLOAD) if g else None for k, (g, _) in models.items()},
                      "directions": len(errors["lp"]), "errors": errors})
@@ -152,34 +158,43 @@ def markdown(fabric: list[dict], planner: list[dict], full: bool) -> str:
         "*fair* = the product's fair share with the ring's expected split (what status.plan carries); "
         "*fair+files* = the same with the split of the run's file list (hashing.split). Uplink error = mean over "
         f"loaded directions (> {LOADED:.0%} of capacity) of |measured ÷ 0.956 − predicted| ÷ capacity. "
-        "valid = every window under the CPU limit; the rest are indicative only.",
+        "valid = every window under the CPU limit; the rest are indicative only. *closed* / *closed+files* = the "
+        "closed queueing network of sequential readers (bench/closed_network.py: the fair share's reader groups, "
+        "each reader capped by every link but the hosts, hosts as processor-sharing stations; aggregate only), "
+        "with the ring's split / the files'.",
         "",
         "| run | case | placement | valid | measured | LP | bench | fair | fair+files | ÷ LP×0.956 | ÷ bench×0.956 | "
-        "÷ fair×0.956 | ÷ fair+files×0.956 | directions | uplink error LP / bench / fair / fair+files |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "÷ fair×0.956 | ÷ fair+files×0.956 | closed | closed+files | ÷ closed×0.956 | ÷ closed+files×0.956 | "
+        "directions | uplink error LP / bench / fair / fair+files |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in fabric:
         if "skipped" in r:
             lines.append(f"| {r['run']} | {r['case']} | {r['placement']} | {'yes' if r['valid'] else 'no'} | "
-                         f"{r['skipped']} |||||||||||")
+                         f"{r['skipped']} |||||||||||||||")
             continue
         e = {k: statistics.fmean(v) if v else 0.0 for k, v in r["errors"].items()}
         lines.append(f"| {r['run']} | {r['case']} | {r['placement']} | {'yes' if r['valid'] else 'no'} | {r['measured']:.1f} | "
                      f"{r['lp']:.1f} | {r['bench']:.1f} | {r['fair']:.1f} | {r['fair_files']:.1f} | {_r(r['lp_ratio'])} | "
-                     f"{_r(r['bench_ratio'])} | {_r(r['fair_ratio'])} | {_r(r['fair_files_ratio'])} | {r['directions']} | "
+                     f"{_r(r['bench_ratio'])} | {_r(r['fair_ratio'])} | {_r(r['fair_files_ratio'])} | "
+                     f"{r['closed']:.1f} | {r['closed_files']:.1f} | {_r(r['closed_ratio'])} | {_r(r['closed_files_ratio'])} | "
+                     f"{r['directions']} | "
                      f"{e['lp']:.1%} / {e['bench']:.1%} / {e['fair']:.1%} / {e['fair_files']:.1%} |")
     used = [r for r in fabric if "skipped" not in r]
     for label, subset in (("all runs", used), ("valid runs only", [r for r in used if r["valid"]])):
         if not subset:
             continue
         pooled = {k: [x for r in subset for x in r["errors"][k]] for k in ("lp", "bench", "fair", "fair_files")}
-        ratios = {k: [r[f"{k}_ratio"] for r in subset if r[f"{k}_ratio"]] for k in ("lp", "bench", "fair", "fair_files")}
+        ratios = {k: [r[f"{k}_ratio"] for r in subset if r[f"{k}_ratio"]]
+                  for k in ("lp", "bench", "fair", "fair_files", "closed", "closed_files")}
         lines.append("")
         lines.append(f"- {label} ({len(subset)} placements, {len(pooled['lp'])} loaded uplink directions): "
                      f"measured ÷ (prediction × 0.956) LP {min(ratios['lp']):.3f}–{max(ratios['lp']):.3f}, "
                      f"fair {min(ratios['fair']):.3f}–{max(ratios['fair']):.3f}, "
                      f"fair+files {min(ratios['fair_files']):.3f}–{max(ratios['fair_files']):.3f}, "
-                     f"bench {min(ratios['bench']):.3f}–{max(ratios['bench']):.3f}; mean uplink error LP "
+                     f"bench {min(ratios['bench']):.3f}–{max(ratios['bench']):.3f}, "
+                     f"closed {min(ratios['closed']):.3f}–{max(ratios['closed']):.3f}, "
+                     f"closed+files {min(ratios['closed_files']):.3f}–{max(ratios['closed_files']):.3f}; mean uplink error LP "
                      + " / ".join(f"{statistics.fmean(v):.1%}" if v else "–" for v in pooled.values())
                      + " (LP / bench / fair / fair+files).")
     lines += [

@@ -197,18 +197,23 @@ def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     return Readers(capacity, uplink, switch_of, tuple(groups), demand, rings)
 
 
-def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
-            weights: Mapping[str, Mapping[str, float]] | None = None, files: Sequence[str] = ()) -> FairShare:
-    """The fair share of a placement (see readers() for `weights` and `files`)."""
-    the = readers(topology, pools, fleets, placement, weights, files)
+def streams_of(groups: Sequence[ReaderGroup]) -> list[Stream]:
+    """One stream per reader group: every link it uses, weighted by the share of its bytes from each host."""
     streams = []
-    for g in the.groups:
+    for g in groups:
         use: dict[str, float] = {}
         for host, share in g.shares.items():
             for link, a in g.uses[host].items():
                 _add(use, link, share * a)
         streams.append(Stream(g.demand_gbps, use, g.count))
-    filled = progressive_filling(the.capacity, streams)
+    return streams
+
+
+def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
+            weights: Mapping[str, Mapping[str, float]] | None = None, files: Sequence[str] = ()) -> FairShare:
+    """The fair share of a placement (see readers() for `weights` and `files`)."""
+    the = readers(topology, pools, fleets, placement, weights, files)
+    filled = progressive_filling(the.capacity, streams_of(the.groups))
     served: dict[str, float] = {}
     for rate, g in zip(filled.rates, the.groups):
         for host, share in g.shares.items():
