@@ -8,9 +8,11 @@ This replays what the bench's readers do, in time, with nothing fitted:
 each stream of the run's layout (e2e/fabric_scenario.layout: same nodes,
 same shaped rates, same file list in the same order from the same starting
 file) reads one whole file at a time from the host its URL names, then the
-next; at every moment the rates are the max-min fair share of the streams
-(every stream one flow through its node's link, its current host's serving
-cap and the uplinks it crosses). Delivered Gbps are averaged over the run's
+next; at every moment the rates are the max-min fair share of the TCP
+connections: the XRootD client keeps one connection per (reader process,
+cache host), which carries every stream of that node now reading from that
+host (they share it alike) through the node's link, the host's serving cap
+and the uplinks it crosses. Delivered Gbps are averaged over the run's
 measured span (warm-up to the end of the last window), in steps of STEP
 seconds (a stream that finishes a file within a step carries on with the
 next one at the same rate).
@@ -60,8 +62,10 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
             rng.shuffle(order)
     demand = [s.wire_mbit / scale if s.wire_mbit > 0 else float("inf") for s in the.streams]
 
-    def uses(i: int, position: int) -> dict[str, float]:
-        node, cache = the.streams[i].node, sources[i][position % len(sources[i])]
+    def source(i: int) -> str:
+        return sources[i][position[i] % len(sources[i])]
+
+    def uses(node: str, cache: str) -> dict[str, float]:
         use = {} if node in the.caches else {f"node_in:{node}": 1.0}   # readers on a cache host are paced instead
         if cache != node:                                             # not loopback
             use[f"serve:{cache}"] = 1.0
@@ -70,10 +74,19 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
 
     position = [0] * len(sources)
     left = [size] * len(sources)
-    use = [uses(i, 0) for i in range(len(sources))]
     delivered, t = 0.0, 0.0
     while t < end - 1e-9:
-        rates = progressive_filling(capacity, [Stream(d, u) for d, u in zip(demand, use)]).rates
+        # One TCP connection per (reader process, cache host), as the XRootD client keeps: the links share
+        # it alike with the others, and the streams on it share it alike.
+        on: dict[tuple[str, str], list[int]] = {}
+        for i, s in enumerate(the.streams):
+            on.setdefault((s.node, source(i)), []).append(i)
+        keys = sorted(on)
+        flows = progressive_filling(capacity, [Stream(sum(demand[i] for i in on[k]), uses(*k)) for k in keys]).rates
+        rates = [0.0] * len(sources)
+        for k, rate in zip(keys, flows):
+            for i in on[k]:
+                rates[i] = rate / len(on[k])
         if t >= start - 1e-9:
             delivered += sum(rates) * STEP
         for i, rate in enumerate(rates):
@@ -82,7 +95,6 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
                 spare -= left[i]
                 position[i] += 1
                 left[i] = size
-                use[i] = uses(i, position[i])
             left[i] -= spare
         t += STEP
     return delivered / (end - start), len(sources)
