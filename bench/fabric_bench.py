@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric import PREFIX, down, namespaces  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
-from fabric_scenario import fabric_for, layout, run  # noqa: E402
+from fabric_scenario import READER_ORDERS, fabric_for, layout, run  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
 from switchyard.planner import FleetRequest, PoolRequest, baselines, plan  # noqa: E402
 from switchyard.planner.flow import SATURATED, ring_weights  # noqa: E402
@@ -74,7 +74,7 @@ def placements(topology, pools, fleets, routing):
 
 def measure_one(topology, pools, fleets, chosen, scale, args, log):
     files = [f"/f{i:04d}.root" for i in range(args.files)]
-    the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), scale, files)
+    the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), scale, files, args.reader_order)
     fair = of_layout(topology, the, scale)
     log(f"  fair-share reference: {fair.delivered_gbps} Gbps")
     log(f"  {len(the.hosts)} node namespaces, {len(the.caches)} caches, {len(the.streams)} reader streams"
@@ -175,7 +175,8 @@ def report(results: dict, args, meta: dict) -> str:
         "",
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; shared with other work",
         f"- scale (Mbit/s per model Gbps): {', '.join(f'{c} {s}' for c, s in args.scales.items())}; windows {args.repeats} × {args.window:.0f} s after "
-        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB",
+        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB; each stream reads them "
+        + ("in an order of its own" if args.reader_order == "shuffled" else "in one common order from its own offset (rotation)"),
         f"- 1-minute load average at start {meta.get('load_start', float('nan')):.2f}, at end "
         f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
         f"finished {meta.get('finished', '?')}",
@@ -331,6 +332,9 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=1024,
                         help="files per pool (more files: the ring's split closer to its weights)")
     parser.add_argument("--file-kib", type=int, default=512)
+    parser.add_argument("--reader-order", choices=READER_ORDERS, default="shuffled",
+                        help="each stream's file order: its own (shuffled), or one list from its own offset (rotation, "
+                             "the runs before 2026-11-23 17:30 UTC: readers bunch on a slow host)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
     parser.add_argument("--from-json", help="only write the report (md, png) again from a run's JSON")
@@ -339,6 +343,7 @@ def main() -> int:
     out = pathlib.Path(args.out)
     if args.from_json:
         doc = json.loads(pathlib.Path(args.from_json).read_text())
+        args.reader_order = "rotation"      # runs recorded before the option was one
         for key, value in doc["args"].items():
             if key not in ("from_json", "out", "name"):
                 setattr(args, key, value)

@@ -46,9 +46,11 @@ STEP = 0.1     # seconds; a file takes ~3-7 s at these rates
 
 
 def replay(topology, pools, fleets, placement, weights, files, scale: float, file_kib: int, start: float, end: float,
-           shuffle: int | None = None) -> tuple[float, int]:
-    """(mean delivered link Gbps over [start, end) seconds after the readers start, streams)."""
-    the = layout(topology, pools, fleets, placement, weights, scale, files)
+           shuffle: int | None = None, reader_order: str = "rotation") -> tuple[float, int]:
+    """(mean delivered link Gbps over [start, end) seconds after the readers start, streams).
+
+    reader_order: the streams' file order the run used (its args; runs before the option: rotation)."""
+    the = layout(topology, pools, fleets, placement, weights, scale, files, reader_order)
     switch_of = {h.name: h.switch for h in topology.hosts}
     capacity = {f"{d}:{sw.name}": sw.uplink_gbps for sw in topology.switches for d in ("up_out", "up_in")}
     for node, _, out, inn in the.hosts:
@@ -119,10 +121,11 @@ def main() -> int:
         scale = a.get("scales", {}).get(case, a["scale"])
         span = (a["warmup"], a["warmup"] + a["window"] * a["repeats"])
         weights = dict(chosen.hash_weights) or None
-        key = (case, name, scale, a["file_kib"], span, len(files))
+        key = (case, name, scale, a["file_kib"], span, len(files), a.get("reader_order", "rotation"))
         t0 = time.process_time()
         if key not in done:
-            ordered, streams = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span)
+            ordered, streams = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
+                                      reader_order=a.get("reader_order", "rotation"))
             shuffled, _ = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
                                  shuffle=1)
             done[key] = (ordered, shuffled, streams)

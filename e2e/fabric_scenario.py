@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -75,14 +76,26 @@ class Layout:
     unplaced: int = 0
 
 
+READER_ORDERS = ("shuffled", "rotation")
+
+
 def _pick(key: str, options: list[str]) -> str:
     digest = hashlib.sha256(key.encode()).digest()
     return options[int.from_bytes(digest[:8], "big") % len(options)]
 
 
 def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
-           weights: dict[str, dict[str, float]], scale: float, files: list[str]) -> Layout:
-    """The node-level layout of a placement at `scale` Mbit/s per Gbps."""
+           weights: dict[str, dict[str, float]], scale: float, files: list[str],
+           reader_order: str = "shuffled") -> Layout:
+    """The node-level layout of a placement at `scale` Mbit/s per Gbps.
+
+    reader_order: "shuffled", each stream reads the files in an order of its own (seeded by its
+    node, fleet and index), as analysis tasks read distinct chunks in no common order; or
+    "rotation", every stream the same list from its own offset (the runs recorded before
+    2026-11-23 17:30 UTC): streams then follow one host sequence and bunch on a slow host.
+    """
+    if reader_order not in READER_ORDERS:
+        raise ValueError(f"reader_order must be one of {READER_ORDERS}, not {reader_order!r}")
     hosts = {h.name: h for h in topology.hosts}
     packing = witness(topology, pools, fleets, placement)
     pool_of = {p.name: p for p in pools}
@@ -128,7 +141,11 @@ def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
                 s_count = min(k, STREAMS_PER_NODE)
                 for i in range(s_count):
                     share = k // s_count + (1 if i < k % s_count else 0)
-                    order = files[(i + len(streams)) % len(files):] + files[:(i + len(streams)) % len(files)]
+                    if reader_order == "rotation":
+                        order = files[(i + len(streams)) % len(files):] + files[:(i + len(streams)) % len(files)]
+                    else:
+                        order = list(files)
+                        random.Random(f"{n}/{fleet_name}/{kind}/{i}").shuffle(order)
                     urls = []
                     for f in order:
                         if kind == "ring":
