@@ -698,6 +698,8 @@ def write_report(results: dict, out: pathlib.Path) -> None:
     for i, (x, y) in enumerate(zip(a_small or a, c), 1):
         lines.append(f"- repeat {i}: (a) switchyard / (c) dask-kubernetes, {nd} workers: {x:.1f} s / {y:.1f} s = "
                      f"**{x / y:.2f}**")
+    if not c and not any(r["kind"] == "dask-timeout" for r in runs):
+        lines.append("- (c) dask-kubernetes: no run in this session (`--skip-dask`, or the session was stopped before it)")
     for r in runs:
         if "first_deployment_s" in r:
             lines.append(f"- {r['label']}: {r['deployments']} worker Deployments, the first created "
