@@ -173,7 +173,7 @@ def report(results: dict, args, meta: dict) -> str:
         "invalid: the CPU may have bound, not the network. The fabric's own share is shown beside it (its xrootd",
         "and reader processes, and the kernel's softirq time, which is where bridging and shaping are paid).",
         "",
-        f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; shared with other work",
+        f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; whatever else ran on it shows in each window's CPU busy and load",
         f"- scale (Mbit/s per model Gbps): {', '.join(f'{c} {s}' for c, s in args.scales.items())}; windows {args.repeats} × {args.window:.0f} s after "
         f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB; each stream reads them "
         + ("in an order of its own" if args.reader_order == "shuffled" else "in one common order from its own offset (rotation)"),
