@@ -266,6 +266,15 @@ def findings(results: dict) -> list[str]:
                      f"predicted {min(errs):+.1%} to {max(errs):+.1%} (target ±5%); worst {worst[0]} {worst[1]} "
                      f"{worst[2]} {worst[3]}: predicted {worst[4]:.1f}, fair share {worst[5]:.1f}, measured "
                      f"{worst[6]:.1f} Gbps.")
+    # The same target against the prediction the aggregate is judged by: what fair-sharing flows give.
+    fair_sat = [it for it in sat + other if it[5] >= it[7] * SATURATED]
+    if fair_sat:
+        errs = [(m / PAYLOAD - f) / f for _, _, _, _, _, f, m, _ in fair_sat]
+        outside = [it for it, e in zip(fair_sat, errs) if abs(e) > 0.05]
+        lines.append(f"- Uplink directions the fair share predicts saturated: {len(fair_sat)}; measured ÷ 0.956 vs "
+                     f"fair share {min(errs):+.1%} to {max(errs):+.1%} (target ±5%); outside it: "
+                     + (", ".join(f"{c} {n[0]} {sw} {d} ({(m / PAYLOAD - f) / f:+.1%})"
+                                  for c, n, sw, d, _, f, m, _ in outside) or "none") + ".")
     both = sat + other
     if both:
         flow_err = statistics.fmean(abs(m / PAYLOAD - p) / c for _, _, _, _, p, _, m, c in both)
