@@ -1,9 +1,12 @@
 """`switchyard exporter`: XRootD monitoring → Prometheus, as a cache pod's sidecar.
 
-xrootd sends its summary stream and pfc g-stream to this process over UDP on
-loopback (see switchyard.xrootd.config); it keeps running totals in memory and
-serves them, with disk usage of the cache's spaces, on /metrics. It opens no
-file per message and survives any packet: a malformed one is only counted.
+xrootd sends its summary stream, pfc g-stream, user logins and f-stream to
+this process over UDP on loopback (see switchyard.xrootd.config); it keeps
+running totals in memory and serves them, with disk usage of the cache's
+spaces, on /metrics. It opens no file per message and survives any packet: a
+malformed one is only counted. Bytes read are labelled with the reader's
+switch from the client map file (a mounted ConfigMap), read again when it
+changes, so node churn never restarts a cache pod.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .clientmap import UNKNOWN, ClientMap, InvalidClientMap
 from .exporterspec import DEFAULT_METRICS_PORT, FAMILIES, LABELS, PREFIX
 from .xrootd.config import DEFAULT_EXPORTER_PORT
-from .xrootd.monitoring import CacheTotals, MalformedPacket, Summary, decode
+from .xrootd.monitoring import CacheTotals, FileStream, MalformedPacket, Summary, UserLogin, decode
 
 
 log = logging.getLogger("switchyard.exporter")
+MAP_CHECK_SECONDS = 5.0  # how often the client map file is looked at (kubelet swaps a ConfigMap in within ~1 min)
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,48 @@ class ExporterSettings:
     high_watermark: float
 
 
+class ClientMapFile:
+    """The client map at `path`, parsed again whenever its text changes; the last good one is kept."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.text: str | None = None
+        self.map = ClientMap()
+
+    def refresh(self) -> bool:
+        """True when a new map was loaded."""
+        if not self.path:
+            return False
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as error:
+            if self.text is not None:
+                log.warning("client map %s unreadable, keeping the last one: %s", self.path, error)
+                self.text = None
+            return False
+        if text == self.text:
+            return False
+        self.text = text
+        try:
+            self.map = ClientMap.from_json(text)
+        except InvalidClientMap as error:
+            log.warning("client map %s refused, keeping the last one: %s", self.path, error)
+            return False
+        log.info("client map %s: %d networks on %d switches", self.path, len(self.map.networks), len(self.map.switches))
+        return True
+
+
+def _kind(decoded) -> str:
+    if isinstance(decoded, Summary):
+        return "summary"
+    if isinstance(decoded, list):
+        return "gstream"
+    if isinstance(decoded, UserLogin):
+        return "user"
+    return "fstream" if isinstance(decoded, FileStream) else "ignored"
+
+
 class XCacheCollector(Collector):
     """Turns the in-memory totals into metric families at scrape time."""
 
@@ -77,7 +124,8 @@ class XCacheCollector(Collector):
         self.settings = settings
         self.totals = CacheTotals()
         self.lock = threading.Lock()
-        self.packets = {"summary": 0, "gstream": 0, "ignored": 0}
+        self.packets = {"summary": 0, "gstream": 0, "user": 0, "fstream": 0, "ignored": 0}
+        self.client_switches: frozenset[str] = frozenset()
         self.malformed = 0
         self.last_summary_at: float | None = None
 
@@ -91,12 +139,18 @@ class XCacheCollector(Collector):
             if not isinstance(error, MalformedPacket):
                 log.warning("undecodable monitoring packet (%s): %s", type(error).__name__, error)
             return
-        kind = "summary" if isinstance(decoded, Summary) else "gstream" if isinstance(decoded, list) else "ignored"
+        kind = _kind(decoded)
         with self.lock:
             self.totals.add(decoded)
             self.packets[kind] += 1
             if kind == "summary":
                 self.last_summary_at = now
+
+    def use_client_map(self, client_map: ClientMap) -> None:
+        """Files opened from now on are attributed with `client_map`."""
+        with self.lock:
+            self.totals.clients.switch_of = client_map.switch_of
+            self.client_switches = client_map.switches
 
     def _label_values(self) -> list[str]:
         return [self.settings.pool, self.settings.host, self.settings.switch]
@@ -119,6 +173,12 @@ class XCacheCollector(Collector):
         yield _sample("bypass_bytes", labels, totals.bypass_bytes)
         yield _sample("origin_bytes", labels, totals.origin_bytes)
         yield _sample("files_closed", labels, totals.files_closed)
+        served = _family("served_bytes")
+        by_switch = totals.clients.by_switch
+        # Every switch of the map and 'unknown' from the start, so rate() sees the first bytes.
+        for switch in sorted(self.client_switches | by_switch.keys() | {UNKNOWN}):
+            served.add_metric([*labels, switch], by_switch.get(switch, 0))
+        yield served
 
     def _packet_counters(self, labels: list[str]) -> Iterator:
         family = _family("monitoring_packets")
@@ -208,6 +268,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--meta-path", action="append", default=[], help="The cache's metadata space directory.")
     parser.add_argument("--low-watermark", type=_fraction, default=0.90, help="pfc.diskusage low water mark.")
     parser.add_argument("--high-watermark", type=_fraction, default=0.95, help="pfc.diskusage high water mark.")
+    parser.add_argument("--client-map", default=None,
+                        help="JSON file: switch -> client addresses/CIDRs (the mounted ConfigMap); re-read on change.")
     parser.add_argument("--log-level", default="INFO", help="Python logging level.")
     return parser.parse_args(argv)
 
@@ -221,6 +283,9 @@ def main(argv: list[str]) -> int:
         data_paths=tuple(args.data_path), meta_paths=tuple(args.meta_path),
         low_watermark=args.low_watermark, high_watermark=args.high_watermark,
     ))
+    client_map = ClientMapFile(args.client_map)
+    if client_map.refresh():
+        collector.use_client_map(client_map.map)
     registry = CollectorRegistry()
     registry.register(collector)
 
@@ -235,8 +300,13 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, lambda *_: stop.set())
     log.info("exporter for pool %s host %s switch %s: UDP %s:%d, metrics on %s:%d",
              args.pool, args.host, args.switch, *args.udp, args.metrics_address, args.metrics_port)
+    next_map_check = time.monotonic() + MAP_CHECK_SECONDS
     try:
         while not stop.is_set():
+            if time.monotonic() >= next_map_check:
+                next_map_check = time.monotonic() + MAP_CHECK_SECONDS
+                if client_map.refresh():
+                    collector.use_client_map(client_map.map)
             try:
                 packet = receiver.recv(65536)
             except TimeoutError:

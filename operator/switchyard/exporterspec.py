@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .api.xcachepool import XCachePoolBody
+from .clientmap import KEY as CLIENT_MAP_KEY
 from .xrootd.config import DEFAULT_EXPORTER_PORT, meta_space_path
 
 DEFAULT_METRICS_PORT = 9933  # the sidecar's /metrics
+CLIENT_MAP_DIR = "/etc/switchyard/clients"  # where the client map ConfigMap is mounted in the sidecar
 PREFIX = "switchyard_xcache_"
 LABELS = ("pool", "host", "switch")  # on every family, first
 
@@ -40,6 +42,8 @@ FAMILIES = {f.name: f for f in (
     Family("open_connections", "gauge", "Client connections open now."),
     Family("open_files", "gauge", "Files open now (ofs file handles)."),
     Family("xrootd_start_time_seconds", "gauge", "When the reporting xrootd started (Unix time)."),
+    Family("served_bytes", "counter", "Bytes clients read from this cache (f-stream), by the switch the reader "
+           "sits behind (the mounted client map; 'unknown' when not in it).", ('client_switch',)),
     Family("monitoring_packets", "counter", "Monitoring packets received, by kind.", ('kind',)),
     Family("space_total_bytes", "gauge", "Size of a cache space (its disks' filesystems, each once).", ('space',)),
     Family("space_used_bytes", "gauge", "Bytes used in a cache space (size minus free), what pfc.diskusage compares with the water marks.", ('space',)),
@@ -59,4 +63,4 @@ def exporter_args(pool: XCachePoolBody, *, pool_name: str, switch: str,
             "--low-watermark", str(pool.pfc.low_watermark), "--high-watermark", str(pool.pfc.high_watermark)]
     for path in pool.storage.data_paths:
         args += ["--data-path", path]
-    return args
+    return [*args, "--client-map", f"{CLIENT_MAP_DIR}/{CLIENT_MAP_KEY}"]

@@ -121,10 +121,13 @@ def _monitoring(exporter_port: int, report_interval_seconds: int) -> list[str]:
     return [
         "",
         "# Monitoring to the exporter sidecar on loopback: the summary stream",
-        "# (connections, bytes to clients, open files) and the pfc g-stream",
-        "# (one JSON record per file close: hit, miss and bypass bytes).",
+        "# (connections, bytes to clients, open files), the pfc g-stream (one",
+        "# JSON record per file close: hit, miss and bypass bytes), and who read",
+        "# what: user logins (client address) and the f-stream (file opens with",
+        "# the reader, bytes read so far every interval, closes).",
         f"xrd.report {dest} every {report_interval_seconds}s all",
-        f"xrootd.monitor all flush {report_interval_seconds}s ident off dest pfc {dest}",
+        f"xrootd.monitor all flush {report_interval_seconds}s ident off"
+        f" fstat {report_interval_seconds}s lfn xfr 1 dest fstat user pfc {dest}",
         f"xrootd.mongstream pfc use flush {report_interval_seconds}s send json dflthdr {dest}",
     ]
 

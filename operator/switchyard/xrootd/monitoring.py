@@ -1,12 +1,18 @@
 """Decode XRootD monitoring packets and keep a cache host's running totals (pure).
 
-Two UDP streams arrive from the cache on loopback:
+Three UDP streams arrive from the cache on loopback:
   * the xrd.report summary: one XML <statistics> document per interval, with
     cumulative counters since the daemon started (link bytes, connections,
     open file handles);
   * the pfc g-stream: JSON records, one `file_close` per file the cache closes,
     with the bytes served from disk (hit), fetched on demand (miss) and read
-    around the cache (bypass).
+    around the cache (bypass);
+  * the detailed binary records (XrdXrootdMonData.hh) that say who read what:
+    a 'u' record per client login (dictid -> "prot/user.pid:sid@host", the
+    host an address since the config says `xrd.network nodnr`) and the
+    f-stream ('f': file open with the reader's dictid, periodic transfer
+    totals, close, user disconnect). Bytes read per file are attributed to the
+    client address of the user who opened it.
 
 XRootD 5.5 reports a cold read with prefetching on as 100% hits (xrootd#2366),
 so bytes fetched from the origin are not b_miss: newer releases send b_todisk,
@@ -22,12 +28,22 @@ import re
 import struct
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+UNKNOWN_SWITCH = "unknown"  # the client switch of bytes whose reader is not known (see clientmap.py)
+
 # Binary monitoring record codes XRootD may send to a monitor destination
-# (XrdXrootdMonData.hh); only 'g' carries something we decode.
+# (XrdXrootdMonData.hh); 'g', 'u' and 'f' carry something we decode.
 _BINARY_CODES = frozenset(b"=dfgiprtuxUTM")
 _GSTREAM_HEADER = struct.Struct(">BBHIIIQ")  # code, pseq, plen, stod, tBeg, tEnd, sID
+_MON_HEADER = struct.Struct(">BBHI")  # code, pseq, plen, stod
+_DICT_ID = struct.Struct(">I")
+_FILE_HEADER = struct.Struct(">BBhI")  # recType, recFlag, recSize, fileID / userID / nRecs
+_FILE_XFR = struct.Struct(">qqq")  # bytes read, readv, written: the file's totals so far
+_OPEN_SIZE = struct.Struct(">q")  # file size, before the optional user dictid and lfn
+_IS_CLOSE, _IS_OPEN, _IS_TIME, _IS_XFR, _IS_DISC = range(5)
+_HAS_LFN = 0x01
 _LEADING_INT = re.compile(r"\s*(-?\d+)")
 
 
@@ -76,7 +92,45 @@ class Ignored:
     reason: str
 
 
-Decoded = Summary | list[FileClose] | Ignored
+@dataclass(frozen=True)
+class UserLogin:
+    """A 'u' record: the dictid xrootd gives one client login, and the client's host."""
+
+    user_id: int
+    host: str
+
+
+@dataclass(frozen=True)
+class FileOpened:
+    file_id: int
+    user_id: int | None  # None when the open record carries no lfn (fstat without 'lfn')
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """Bytes a client read from one open file so far (read + readv), from an xfr or close record."""
+
+    file_id: int
+    read_bytes: int
+    closed: bool
+
+
+@dataclass(frozen=True)
+class UserGone:
+    user_id: int
+
+
+FileEvent = FileOpened | FileRead | UserGone
+
+
+@dataclass(frozen=True)
+class FileStream:
+    """The records of one f-stream packet, in order."""
+
+    events: tuple[FileEvent, ...]
+
+
+Decoded = Summary | list[FileClose] | Ignored | UserLogin | FileStream
 
 
 def decode(packet: bytes) -> Decoded:
@@ -99,11 +153,70 @@ def _decode_binary(packet: bytes) -> Decoded:
     plen = struct.unpack_from(">H", packet, 2)[0]
     if plen != len(packet):
         raise MalformedPacket(f"binary record says {plen} bytes, got {len(packet)}")
+    if packet[0] == ord("u"):
+        return decode_user_login(packet)
+    if packet[0] == ord("f"):
+        return decode_file_stream(packet)
     if packet[0] != ord("g"):
         return Ignored(f"binary monitoring record {chr(packet[0])!r}")
     if len(packet) < _GSTREAM_HEADER.size:
         raise MalformedPacket("g-stream record shorter than its header")
     return decode_gstream_text(packet[_GSTREAM_HEADER.size:])
+
+
+def decode_user_login(packet: bytes) -> UserLogin:
+    """A 'u' record: header, dictid, then "prot/user.pid:sid@host\n&key=value..."."""
+    start = _MON_HEADER.size + _DICT_ID.size
+    if len(packet) <= start:
+        raise MalformedPacket("user record without its text")
+    (user_id,) = _DICT_ID.unpack_from(packet, _MON_HEADER.size)
+    ident = packet[start:].split(b"\n", 1)[0].split(b"\x00", 1)[0]
+    _, at, host = ident.rpartition(b"@")
+    if not at or not host:
+        raise MalformedPacket("user record names no client host")
+    try:
+        return UserLogin(user_id, host.decode("ascii"))
+    except UnicodeDecodeError:
+        raise MalformedPacket("user record host is not ASCII") from None
+
+
+def decode_file_stream(packet: bytes) -> FileStream:
+    """An 'f' packet: a time record, then open / xfr / close / disconnect records."""
+    events: list[FileEvent] = []
+    offset = _MON_HEADER.size
+    while offset < len(packet):
+        if len(packet) - offset < _FILE_HEADER.size:
+            raise MalformedPacket("f-stream record shorter than its header")
+        kind, flags, size, ident = _FILE_HEADER.unpack_from(packet, offset)
+        if size < _FILE_HEADER.size or offset + size > len(packet):
+            raise MalformedPacket(f"f-stream record size {size} does not fit the packet")
+        body = packet[offset + _FILE_HEADER.size: offset + size]
+        if kind == _IS_OPEN:
+            events.append(_file_opened(ident, flags, body))
+        elif kind in (_IS_XFR, _IS_CLOSE):
+            if len(body) < _FILE_XFR.size:
+                raise MalformedPacket("f-stream transfer record without its byte counts")
+            read, readv, _ = _FILE_XFR.unpack_from(body)
+            if read < 0 or readv < 0:
+                raise MalformedPacket("f-stream byte counts are negative")
+            events.append(FileRead(ident, read + readv, closed=kind == _IS_CLOSE))
+        elif kind == _IS_DISC:
+            events.append(UserGone(ident))
+        elif kind != _IS_TIME:
+            raise MalformedPacket(f"unknown f-stream record type {kind}")
+        offset += size
+    return FileStream(tuple(events))
+
+
+def _file_opened(file_id: int, flags: int, body: bytes) -> FileOpened:
+    if len(body) < _OPEN_SIZE.size:
+        raise MalformedPacket("f-stream open record without the file size")
+    if not flags & _HAS_LFN:
+        return FileOpened(file_id, None)
+    if len(body) < _OPEN_SIZE.size + _DICT_ID.size:
+        raise MalformedPacket("f-stream open record without its user")
+    (user_id,) = _DICT_ID.unpack_from(body, _OPEN_SIZE.size)
+    return FileOpened(file_id, user_id)
 
 
 def _int(element: ET.Element | None, path: str) -> int | None:
@@ -205,10 +318,67 @@ class _FileSeen:
 
 
 @dataclass
+class _OpenFile:
+    client_switch: str
+    counted: int = 0
+
+
+@dataclass
+class ClientTotals:
+    """Bytes clients read from this cache, by the switch each client sits behind.
+
+    A file's bytes go to the switch of the client that opened it, judged with
+    `switch_of` at the open (so a later map change never moves bytes already
+    counted between labels). Transfer records carry a file's totals so far: only
+    the growth since the last record is added. A file opened before the exporter
+    started, or by a login it never saw, counts as UNKNOWN_SWITCH.
+    """
+
+    switch_of: Callable[[str], str] = lambda host: UNKNOWN_SWITCH
+    max_tracked: int = 100_000
+    by_switch: dict[str, int] = field(default_factory=dict)
+    _users: OrderedDict[int, str] = field(default_factory=OrderedDict)
+    _files: OrderedDict[int, _OpenFile] = field(default_factory=OrderedDict)
+
+    def add(self, decoded: Decoded) -> None:
+        if isinstance(decoded, UserLogin):
+            _remember(self._users, decoded.user_id, decoded.host, self.max_tracked)
+        elif isinstance(decoded, FileStream):
+            for event in decoded.events:
+                self._add_event(event)
+
+    def _add_event(self, event: FileEvent) -> None:
+        if isinstance(event, FileOpened):
+            host = self._users.get(event.user_id) if event.user_id is not None else None
+            switch = self.switch_of(host) if host is not None else UNKNOWN_SWITCH
+            _remember(self._files, event.file_id, _OpenFile(switch), self.max_tracked)
+        elif isinstance(event, FileRead):
+            entry = self._files.get(event.file_id) or _OpenFile(UNKNOWN_SWITCH)
+            if event.read_bytes > entry.counted:
+                self.by_switch[entry.client_switch] = (self.by_switch.get(entry.client_switch, 0)
+                                                       + event.read_bytes - entry.counted)
+                entry.counted = event.read_bytes
+            if event.closed:
+                self._files.pop(event.file_id, None)
+            elif event.file_id not in self._files:
+                _remember(self._files, event.file_id, entry, self.max_tracked)
+        elif isinstance(event, UserGone):
+            self._users.pop(event.user_id, None)
+
+
+def _remember(table: OrderedDict, key, value, bound: int) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    if len(table) > bound:
+        table.popitem(last=False)
+
+
+@dataclass
 class CacheTotals:
     """Running totals of one cache host, fed one decoded packet at a time."""
 
     max_tracked_files: int = 100_000
+    clients: ClientTotals = field(default_factory=ClientTotals)
     summary: Summary | None = None
     hit_bytes: int = 0
     miss_bytes: int = 0
@@ -223,6 +393,8 @@ class CacheTotals:
         elif isinstance(decoded, list):
             for close in decoded:
                 self._add_close(close)
+        else:
+            self.clients.add(decoded)
 
     def _add_close(self, close: FileClose) -> None:
         self.files_closed += 1

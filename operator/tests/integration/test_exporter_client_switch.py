@@ -1,0 +1,101 @@
+"""Bytes read from a real cache, by the reader's switch: a reader on loopback and one in a network namespace.
+
+The exporter's client map puts 127.0.0.0/8 behind switch 'local' and the
+namespace's address behind 'remote'; each reader reads a file of its own size,
+so bytes counted under the wrong switch (or under 'unknown') fail the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
+
+from switchyard.exporterspec import exporter_args
+
+pytestmark = pytest.mark.integration
+
+MIB = 1 << 20
+NS_SUBNET = "10.213.{}.{}"  # a /30 per test process, on a veth pair this test creates and removes
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def reader_namespace() -> Iterator[tuple[str, str, str]]:
+    """(namespace, host-side address, namespace address) joined by a veth pair; removed afterwards."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        message = "network namespaces need root and iproute2"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    tag = os.getpid() % 50000
+    name, host_if, ns_if = f"sy-h3-{tag}", f"syh3h{tag}", f"syh3n{tag}"
+    third, base = (tag // 64) % 256, (tag % 64) * 4
+    host_addr, ns_addr = NS_SUBNET.format(third, base + 1), NS_SUBNET.format(third, base + 2)
+    _ip("netns", "add", name)
+    try:
+        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if, "netns", name)
+        _ip("addr", "add", f"{host_addr}/30", "dev", host_if)
+        _ip("link", "set", host_if, "up")
+        _ip("-n", name, "addr", "add", f"{ns_addr}/30", "dev", ns_if)
+        _ip("-n", name, "link", "set", ns_if, "up")
+        _ip("-n", name, "link", "set", "lo", "up")
+        yield name, host_addr, ns_addr
+    finally:
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
+def _served(text: str) -> dict[str, float]:
+    return {s.labels["client_switch"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "switchyard_xcache_served_bytes_total"}
+
+
+def test_bytes_are_counted_under_the_readers_switch(xrd_base, xrootd_account, reader_namespace):
+    namespace, host_addr, ns_addr = reader_namespace
+    origin = start_origin(xrd_base, xrootd_account)
+    data_dir = xrootd_account.make_dir(xrd_base / "data0")
+    meta = xrootd_account.make_dir(xrd_base / "meta")
+    pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta))
+    client_map = xrd_base / "clients.json"
+    client_map.write_text(json.dumps({"switches": {"local": ["127.0.0.0/8"], "remote": [f"{ns_addr}/32"]}}))
+    udp_port = free_port(socket.SOCK_DGRAM)
+    args = exporter_args(pool, pool_name="fast", switch="local", exporter_port=udp_port)
+    args[args.index("--client-map") + 1] = str(client_map)
+    exporter = start_exporter([*args, "--host", "cache-host-1"], xrd_base)
+    cache = start_cache(xrd_base, xrootd_account, pool, exporter_port=udp_port)
+    try:
+        local_size, remote_size = 1 * MIB + 3, 4 * MIB + 7
+        local_lfn = origin.put("local.bin", os.urandom(local_size))
+        remote_lfn = origin.put("remote.bin", os.urandom(remote_size))
+        result = xrdcp(cache.url_for(local_lfn), xrd_base / "local.out")
+        assert result.returncode == 0, result.stderr
+        remote = subprocess.run(
+            ["ip", "netns", "exec", namespace, "xrdcp", "--force", "--nopbar",
+             f"root://{host_addr}:{pool.port}/{remote_lfn}", "/dev/null"],
+            capture_output=True, text=True, timeout=120, check=False)
+        assert remote.returncode == 0, remote.stderr
+
+        def both_counted() -> bool:
+            served = _served(exporter.scrape())
+            return served.get("local", 0) >= local_size and served.get("remote", 0) >= remote_size
+
+        wait_until(both_counted, timeout=30, interval=0.5, what="both readers' bytes in the exporter")
+        served = _served(exporter.scrape())
+        # A cold read through XRootD 5.5 may count some re-sent pages; never a whole other file.
+        assert local_size <= served["local"] < local_size + MIB
+        assert remote_size <= served["remote"] < remote_size + MIB
+        assert served["unknown"] == 0
+    finally:
+        cache.daemon.stop()
+        exporter.stop()
+        origin.daemon.stop()
+        origin.meter.close()
