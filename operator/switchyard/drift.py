@@ -3,9 +3,16 @@
 What is compared: for each switch, the Gbps its cache hosts send to clients
 (the exporters' `switchyard_xcache_client_bytes_total`, xrootd's own link-out
 counter, all clients alike) against the plan's `serveGbps` for that switch
-(the fair-share prediction of what those hosts serve). The exporter cannot
-tell a local reader from one behind another switch, so the uplink share of
-those bytes is not observed here; see docs/metrics.md.
+(the fair-share prediction of what those hosts serve).
+
+Observed uplinks (not judged, exported beside the plan's): the exporters count
+bytes read by the reader's switch (`switchyard_xcache_served_bytes_total
+{client_switch}`, from XRootD's f-stream and the client map), so out of switch
+S is what S's caches serve to readers behind other switches, and in to switch
+T is what caches elsewhere serve to T's readers plus what T's caches fetch
+from the origin (outside the facility). Bytes of readers the map does not
+place ('unknown') cross no uplink we can name and are left out; see
+docs/metrics.md.
 
 A switch is judged only when it has a prediction of at least `floor_gbps`,
 every cache host on it reported recently, and the facility as a whole is
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from . import conditions as cond
+from .clientmap import UNKNOWN
 from .exporterspec import PREFIX
 
 REASON = "PredictionDrift"
@@ -267,3 +275,100 @@ def predicted_serve(plan_summary: Mapping | None) -> dict[str, float] | None:
     if not switches or any("serveGbps" not in s for s in switches):
         return None
     return {s["name"]: float(s["serveGbps"]) for s in switches}
+
+
+# ---------------------------------------------------------------- observed uplinks
+@dataclass(frozen=True)
+class HostFlows:
+    """One cache host's byte counters that cross switches: served by reader switch, and fetched from the origin."""
+
+    pool: str
+    host: str
+    switch: str
+    served: Mapping[str, float]   # client switch -> bytes read by readers behind it
+    origin_bytes: float
+    started: float                # when its xrootd started: the counters restart with it
+
+
+def parse_flows(text: str) -> list[HostFlows]:
+    """The cross-switch counters in an exporter's /metrics text (hosts without a start time are left out)."""
+    hosts: dict[tuple[str, str, str], dict] = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        return []
+    for family in families:
+        for sample in family.samples:
+            key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
+            if sample.name == PREFIX + "served_bytes_total":
+                hosts.setdefault(key, {}).setdefault("served", {})[sample.labels.get("client_switch", "")] = sample.value
+            elif sample.name == PREFIX + "origin_bytes_total":
+                hosts.setdefault(key, {})["origin"] = sample.value
+            elif sample.name == PREFIX + "xrootd_start_time_seconds":
+                hosts.setdefault(key, {})["started"] = sample.value
+    return [HostFlows(pool, host, switch, v.get("served", {}), v.get("origin", 0.0), v["started"])
+            for (pool, host, switch), v in sorted(hosts.items()) if "started" in v]
+
+
+ORIGIN = ""  # the source of origin fetches in a flow key: outside the facility
+
+
+@dataclass(frozen=True)
+class FlowPoint:
+    seen: float                                     # the operator's monotonic clock at the read
+    started: float
+    flows: tuple[tuple[tuple[str, str], float], ...]  # ((from switch, to switch), bytes so far)
+
+
+# host -> its points, oldest first
+FlowHistory = Mapping[HostKey, tuple[FlowPoint, ...]]
+
+
+def host_flows(reading: HostFlows) -> tuple[tuple[tuple[str, str], float], ...]:
+    """(from, to) -> bytes of one host: its serves to readers on other switches, and its origin fetches."""
+    flows = {(reading.switch, client): value for client, value in reading.served.items()
+             if client not in (reading.switch, UNKNOWN)}
+    flows[(ORIGIN, reading.switch)] = reading.origin_bytes
+    return tuple(sorted(flows.items()))
+
+
+def record_flows(history: FlowHistory, readings: Iterable[HostFlows], seen: float, keep_seconds: float) -> dict:
+    """`history` with one more read; points older than `keep_seconds` are dropped."""
+    out = {key: tuple(p for p in points if seen - p.seen <= keep_seconds) for key, points in history.items()}
+    for r in readings:
+        key = (r.pool, r.host)
+        out[key] = (*out.get(key, ()), FlowPoint(seen, r.started, host_flows(r)))
+    return {key: points for key, points in out.items() if points}
+
+
+def flow_gbps(points: tuple[FlowPoint, ...], now: float, rules: DriftRules) -> dict[tuple[str, str], float] | None:
+    """(from, to) -> Gbps of one host over the window; None when it has not been read long enough or lately."""
+    if not points or now - points[-1].seen > rules.stale_seconds:
+        return None
+    last = points[-1]
+    run = [p for p in points if p.started == last.started and last.seen - p.seen <= rules.window_seconds]
+    first = run[0]
+    span = last.seen - first.seen
+    if span < rules.window_seconds / 2:
+        return None
+    before = dict(first.flows)
+    # A counter first seen after the window began (a switch new in the client map) started from 0.
+    return {key: max(0.0, value - before.get(key, 0.0)) * 8 / span / 1e9 for key, value in last.flows}
+
+
+def observed_uplinks(history: FlowHistory, expected: Mapping[str, Iterable[HostKey]], now: float,
+                     rules: DriftRules) -> dict[tuple[str, str], float]:
+    """(switch, "in" | "out") -> Gbps over the window, for every switch of `expected`; empty unless every
+    planned cache host is measured (a host missing would make every uplink it reads across look idle)."""
+    rates = {key: flow_gbps(points, now, rules) for key, points in history.items()}
+    planned = {host for hosts in expected.values() for host in hosts}
+    if not planned or any(rates.get(host) is None for host in planned):
+        return {}
+    out = {(switch, direction): 0.0 for switch in expected for direction in ("in", "out")}
+    for host_rates in rates.values():
+        for (source, target), gbps in (host_rates or {}).items():
+            if source != ORIGIN and (source, "out") in out:
+                out[(source, "out")] += gbps
+            if (target, "in") in out:
+                out[(target, "in")] += gbps
+    return out

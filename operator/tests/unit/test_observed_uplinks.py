@@ -1,0 +1,82 @@
+"""Observed uplinks (switchyard.drift): exporters' bytes by reader switch and origin fetches -> Gbps per uplink."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from switchyard.clientmap import ClientMap
+from switchyard.drift import (
+    DriftRules, HostFlows, observed_uplinks, parse_flows, record_flows,
+)
+from switchyard.exporter import ExporterSettings, XCacheCollector
+
+SUMMARY = (Path(__file__).parent / "golden" / "xrootd-5.5.3-summary.xml").read_bytes()
+RULES = DriftRules(window_seconds=60, stale_seconds=60)
+GB = 1e9 / 8  # bytes per Gbps-second
+
+
+def _fstream_read(user_id: int, file_id: int, host: str, size: int) -> list[bytes]:
+    text = f"xroot/u.1:2@{host}\n".encode()
+    login = struct.pack(">BBHII", ord("u"), 0, 12 + len(text), 1, user_id) + text
+    opened = struct.pack(">BBhIqI", 1, 1, 24, file_id, size, user_id) + b"/f\x00\x00"
+    closed = struct.pack(">BBhIqqq", 0, 0, 32, file_id, size, 0, 0)
+    body = opened + closed
+    return [login, struct.pack(">BBHI", ord("f"), 0, 8 + len(body), 1) + body]
+
+
+def test_parse_flows_reads_a_real_collector():
+    collector = XCacheCollector(ExporterSettings("pool", "node-1", "sw1", (), (), 0.9, 0.95))
+    collector.use_client_map(ClientMap.from_switches({"sw1": ["10.0.1.0/24"], "sw2": ["10.0.2.0/24"]}))
+    collector.receive(SUMMARY, 1.0)
+    for packet in [*_fstream_read(1, 1, "[::10.0.2.5]", 700), *_fstream_read(2, 2, "[::10.0.1.5]", 50),
+                   *_fstream_read(3, 3, "[::172.16.0.1]", 9)]:
+        collector.receive(packet, 1.0)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    [flows] = parse_flows(generate_latest(registry).decode())
+    assert (flows.pool, flows.host, flows.switch) == ("pool", "node-1", "sw1")
+    assert dict(flows.served) == {"sw1": 50, "sw2": 700, "unknown": 9}
+    assert flows.started > 0 and flows.origin_bytes == 0
+    assert parse_flows("not metrics {") == []
+
+
+def _reading(host: str, switch: str, served: dict, origin: float, started: float = 1.0) -> HostFlows:
+    return HostFlows("pool", host, switch, served, origin, started)
+
+
+def test_uplinks_count_cross_switch_serves_and_origin_fetches():
+    expected = {"sw1": [("pool", "a")], "sw2": [("pool", "b")], "sw3": []}   # sw3: workers only
+    history = record_flows({}, [_reading("a", "sw1", {"sw1": 0, "sw2": 0, "sw3": 0}, 0),
+                                _reading("b", "sw2", {"sw2": 0, "sw1": 0}, 0)], seen=0, keep_seconds=120)
+    history = record_flows(history, [
+        _reading("a", "sw1", {"sw1": 50 * 60 * GB, "sw2": 2 * 60 * GB, "sw3": 3 * 60 * GB, "unknown": 9e12}, 1 * 60 * GB),
+        _reading("b", "sw2", {"sw2": 10 * 60 * GB, "sw1": 4 * 60 * GB}, 0.5 * 60 * GB),
+    ], seen=60, keep_seconds=120)
+    uplinks = observed_uplinks(history, expected, now=60, rules=RULES)
+    want = {("sw1", "out"): 5, ("sw1", "in"): 4 + 1, ("sw2", "out"): 4, ("sw2", "in"): 2 + 0.5,
+            ("sw3", "out"): 0, ("sw3", "in"): 3}
+    assert uplinks.keys() == want.keys()
+    for key, gbps in want.items():
+        assert abs(uplinks[key] - gbps) < 1e-9, key
+
+
+def test_nothing_is_observed_until_every_planned_host_is_measured_long_enough():
+    expected = {"sw1": [("pool", "a")], "sw2": [("pool", "b")]}
+    history = record_flows({}, [_reading("a", "sw1", {"sw2": 0}, 0)], seen=0, keep_seconds=120)
+    history = record_flows(history, [_reading("a", "sw1", {"sw2": GB * 60}, 0)], seen=60, keep_seconds=120)
+    assert observed_uplinks(history, expected, now=60, rules=RULES) == {}      # b never read
+    history = record_flows(history, [_reading("b", "sw2", {}, 0)], seen=60, keep_seconds=120)
+    assert observed_uplinks(history, expected, now=60, rules=RULES) == {}      # b read once: no window yet
+    assert observed_uplinks(history, expected, now=200, rules=RULES) == {}    # a and b stale
+
+
+def test_a_restarted_host_is_measured_from_its_new_start_only():
+    expected = {"sw1": [("pool", "a")], "sw2": []}
+    history = {}
+    for seen, started, served in ((0, 1.0, 900 * GB), (40, 2.0, 0), (80, 2.0, 40 * GB)):
+        history = record_flows(history, [_reading("a", "sw1", {"sw2": served}, 0, started)], seen, keep_seconds=120)
+    uplinks = observed_uplinks(history, expected, now=80, rules=RULES)
+    assert abs(uplinks[("sw1", "out")] - 1.0) < 1e-9 and abs(uplinks[("sw2", "in")] - 1.0) < 1e-9
