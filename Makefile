@@ -114,6 +114,16 @@ bench-fabric: bench-install deps
 fabric-down:
 	$(PYTHON) e2e/fabric.py down
 
+# The fabric bench on real kubelet nodes (bench/fabric_real_bench.py): the operator's pods, shaped links,
+# real bytes against the fair share; bench/results/fabric-real.md. fabric-real-down cleans up after a killed run.
+.PHONY: bench-fabric-real fabric-real-down
+FABRIC_REAL_ARGS ?=
+bench-fabric-real: install realnode-deps tools images
+	$(PY) bench/fabric_real_bench.py $(FABRIC_REAL_ARGS)
+
+fabric-real-down: install
+	$(PY) bench/fabric_real_bench.py down
+
 clean:
 	rm -rf $(VENV) operator/*.egg-info
 

@@ -358,8 +358,10 @@ state = "{root}/containerd-state"
                     raise FileNotFoundError(f"{archive} is missing: run `make images`")
                 _run("ctr", "--address", str(sock), "-n", "k8s.io", "images", "import", str(archive))
 
-    def start_origin(self, files: dict[str, bytes], port: int = 1095, user: str = "xrootd") -> str:
-        """A real XRootD origin in the fabric namespace serving `files` (paths below /data); returns host:port.
+    def start_origin(self, files: dict[str, bytes], port: int = 1095, user: str = "xrootd",
+                     netns: str | None = None, ip: str = FABRIC_IP) -> str:
+        """A real XRootD origin in the fabric namespace (or `netns`, at `ip`) serving `files` (paths below /data);
+        returns host:port.
 
         It runs as `user` (xrootd refuses root) from the host's Debian xrootd, like the
         integration tests' origins; its files and config live in the cluster's state.
@@ -381,11 +383,12 @@ all.adminpath {root}/admin
 all.pidpath {root}/run
 """)
         _run("chown", "-R", user, str(root))
-        self._spawn("origin", self.fabric, ["runuser", "-u", user, "--", "xrootd", "-I", "v4", "-c", str(config),
-                                            "-n", "origin", "-l", str(root / "run" / "xrootd.log")])
-        address = f"{FABRIC_IP}:{port}"
+        netns = netns or self.fabric
+        self._spawn("origin", netns, ["runuser", "-u", user, "--", "xrootd", "-I", "v4", "-c", str(config),
+                                      "-n", "origin", "-l", str(root / "run" / "xrootd.log")])
+        address = f"{ip}:{port}"
         deadline = time.monotonic() + 30
-        while _netns_exec(self.fabric, "xrdfs", address, "ls", "/data", check=False).returncode != 0:
+        while _netns_exec(netns, "xrdfs", address, "ls", "/data", check=False).returncode != 0:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the origin did not answer on {address}; see {root / 'run'}")
             time.sleep(0.3)

@@ -1,0 +1,493 @@
+"""The fabric bench on real kubelet nodes: the operator's own pods, real bytes, the plan's fair share.
+
+bench/fabric_bench.py emulates the fabric with processes in namespaces. Here the
+fabric's nodes ARE kubelet+containerd nodes (e2e/realnodes.py) and its caches and
+readers ARE the pods the operator creates:
+
+1. a kwokctl cluster `--cluster` of e2e/topologies/fabric-real.yaml (real nodes only),
+   its network shaped by e2e/fabric_real.py at the topology's Gbps x `--scale`
+   Mbit/s (NICs and uplinks both ways, the WAN to an origin in a namespace of its own);
+2. a real XRootD origin behind the WAN; the operator (`switchyard run`, on the host,
+   against the cluster) given an AnalysisFacility with one cache pool (one NVMe host
+   per switch) and one Dask WorkerFleet, routing `hashed`; it plans, and creates the
+   XCache StatefulSets, the Dask scheduler and the workers on the real nodes;
+3. the caches warmed by one read of every file through its home cache; then a task
+   pinned to each Dask worker runs `--streams` readers, each reading the files one
+   after another in an order of its own (xrdcp to /dev/null) through the cache the
+   worker's routing environment names (switchyard.routing.Router.from_env: the
+   ring's home host of the file; node names are resolved by the bench, the cluster's
+   DNS does not serve them);
+4. per-uplink (each way), per-node and WAN bytes from the interface counters over
+   `--windows` windows of `--window-seconds` after `--warmup` seconds, the CPU busy
+   of each window (more than 75% of all cores: invalid), compared with the max-min
+   fair share (planner/fairshare.py fair_share, the files' actual split per worker)
+   and with the plan's LP prediction from the facility's status.
+
+Teardown (also on Ctrl-C, SIGTERM or a failure): the operator, realnodes.down (every
+`syr-<cluster>-*` namespace, process, mount, cgroup: the shaping goes with the
+namespaces), the cluster, the cache disk directory.
+
+    make bench-fabric-real                  # or: .venv/bin/python bench/fabric_real_bench.py
+    .venv/bin/python bench/fabric_real_bench.py down      # clean up after a killed run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "operator"))
+sys.path.insert(0, str(ROOT / "e2e"))
+
+import localcluster  # noqa: E402
+import realnodes  # noqa: E402
+from fabric import cpu_times  # noqa: E402
+from fabric_real import WAN_ORIGIN_IP, Rates, RealFabric  # noqa: E402
+from harness import Cluster, start_operator, stop_operator  # noqa: E402
+from support import wait_ready  # noqa: E402
+from switchyard.planner.fairshare import fair_share  # noqa: E402
+from switchyard.routing import Router  # noqa: E402
+from switchyard.topology import load_topology  # noqa: E402
+
+TOPOLOGY = ROOT / "e2e" / "topologies" / "fabric-real.yaml"
+DISK = pathlib.Path("/srv/switchyard-fabreal")
+NAMESPACE = "fabreal"
+ORIGIN_PORT = 1095
+CPU_LIMIT = 0.75
+# NVMe nodes hold the caches only: neither a worker nor the Dask scheduler takes the CPU a cache needs.
+CACHE_TAINT = "switchyard.dev/cache-host=true:NoSchedule"
+CACHE_TOLERATION = {"key": "switchyard.dev/cache-host", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+XCACHE_IMAGE, DASK_IMAGE = "localhost/switchyard-xcache:0.1.0", "localhost/switchyard-dask:0.1.0"
+
+# Runs in a worker pod: a Dask client that pins one reading task to each worker.
+CLIENT = r"""
+import json, sys
+from distributed import Client
+
+def read_files(config, stream_count, seconds, seed):
+    # On the worker: `stream_count` readers, each the files in an order of its own, through the
+    # cache the worker's routing environment names for each file (its ring home).
+    import os, random, socket, subprocess, threading, time
+    from urllib.parse import urlsplit
+    from switchyard.routing import Router
+    router = Router.from_env()
+    pod = socket.gethostname()
+    def url_of(path):
+        url = urlsplit(router.route(config["origin"] + "/" + path))
+        name = url.hostname
+        return name, f"root://{config['hosts'][name]}:{url.port}/{url.path}"
+    reads, stop = [], time.time() + seconds
+    if config["warm"]:   # every file once, one after another
+        for path in config["files"]:
+            host, url = url_of(path)
+            t0 = time.time()
+            ok = subprocess.run(["xrdcp", "-f", "-s", url, "/dev/null"], capture_output=True).returncode == 0
+            reads.append([0, path, host, round(t0, 3), round(time.time(), 3), ok])
+        return {"pod": pod, "endpoint_env": os.environ.get("SWITCHYARD_ROUTING"), "reads": reads}
+    def stream(i):
+        rng = random.Random(f"{seed}:{pod}:{i}")
+        while time.time() < stop:
+            order = list(config["files"])
+            rng.shuffle(order)
+            for path in order:
+                if time.time() >= stop:
+                    break
+                host, url = url_of(path)
+                t0 = time.time()
+                ok = subprocess.run(["xrdcp", "-f", "-s", url, "/dev/null"], capture_output=True).returncode == 0
+                reads.append([i, path, host, round(t0, 3), round(time.time(), 3), ok])
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(stream_count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"pod": pod, "endpoint_env": os.environ.get("SWITCHYARD_ROUTING"), "reads": reads}
+
+config = json.loads(sys.argv[2])
+client = Client(sys.argv[1], timeout=60)
+workers = sorted(client.scheduler_info()["workers"])
+if config["warm"]:   # every file once, through its home cache, from one worker
+    futures = [client.submit(read_files, config, 1, 0, 0, workers=workers[:1], pure=False)]
+else:
+    futures = [client.submit(read_files, config, config["streams"], config["seconds"], config["seed"],
+                             workers=[w], pure=False) for w in workers]
+print(json.dumps(client.gather(futures)))
+"""
+
+
+def log(message: str) -> None:
+    print(f"[fabric-real] {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def facility(origin: str, args) -> dict:
+    host, port = origin.split(":")
+    return {
+        "apiVersion": "switchyard.dev/v1alpha1", "kind": "AnalysisFacility",
+        "metadata": {"name": "af", "namespace": NAMESPACE},
+        "spec": {
+            "targetGbps": 40, "routing": "hashed",
+            "network": {"switches": [{"name": "rack-a", "uplinkGbps": 10}, {"name": "rack-b", "uplinkGbps": 10}]},
+            "cachePools": [{
+                "name": "xcache", "image": XCACHE_IMAGE, "serveGbps": 25,
+                "origin": {"host": host, "port": int(port)},
+                "storage": {"dataPaths": [str(DISK / "nvme0")], "metaPath": str(DISK / "meta")},
+                "pfc": {"ramGiB": 1},
+                # Most of a real node's 2 CPUs: a worker (1 core) does not fit beside a cache.
+                "resources": {"cpu": "1500m", "memory": "2Gi"},
+                "tolerations": [realnodes.TOLERATION, CACHE_TOLERATION],
+            }],
+            "fleets": [{"name": "dask", "image": DASK_IMAGE, "replicas": args.workers, "cores": 1,
+                        "memoryGiB": 1, "readGbps": 25, "dask": {"createScheduler": True},
+                        "tolerations": [realnodes.TOLERATION]}],
+        },
+    }
+
+
+def pods(cluster: Cluster) -> tuple[list[dict], list[dict], str]:
+    everything = cluster.kube.list("Pod", NAMESPACE)
+    caches = [p for p in everything if p["metadata"]["name"].startswith("af-xcache-")]
+    workers = [p for p in everything if p["metadata"]["name"].startswith("af-dask-")
+               and "scheduler" not in p["metadata"]["name"]]
+    args = workers[0]["spec"]["containers"][0].get("args", []) if workers else []
+    return caches, workers, next((a for a in args if a.startswith("tcp://")), "")
+
+
+def env_of(pod: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
+
+
+def run_client(cluster: Cluster, worker: dict, scheduler: str, config: dict) -> subprocess.Popen:
+    argv = [str(localcluster.tools() / "kubectl"), "--kubeconfig", str(cluster.kubeconfig), "exec", "-n", NAMESPACE,
+            worker["metadata"]["name"], "-c", worker["spec"]["containers"][0]["name"], "--",
+            "python", "-c", CLIENT, scheduler, json.dumps(config)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> list[dict]:
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the reading client failed ({proc.returncode}): {err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def window(fabric: RealFabric, seconds: float) -> dict:
+    c0, b0, t0 = fabric.counters(), cpu_times(), time.monotonic()
+    time.sleep(seconds)
+    c1, b1, t1 = fabric.counters(), cpu_times(), time.monotonic()
+    wall = t1 - t0
+    mbit = {k: ((c1[k][0] - c0[k][0]) * 8 / wall / 1e6, (c1[k][1] - c0[k][1]) * 8 / wall / 1e6) for k in c0}
+    busy, total, softirq = (b1[i] - b0[i] for i in range(3))
+    return {"start": round(time.time() - wall, 2), "seconds": round(wall, 2), "mbit": mbit,
+            "cpu_busy": round(busy / total, 3), "softirq_cores": round(softirq / total * os.cpu_count(), 3),
+            "load1": round(os.getloadavg()[0], 2)}
+
+
+def prediction(topology, nodes: dict[str, dict], workers: list[dict], files: list[str], read_gbps: float,
+               origin_url: str) -> tuple[object, dict]:
+    """The fair share with each worker's actual split of the files over the ring's hosts."""
+    switch_of = {n: info["switch"] for n, info in nodes.items()}
+    nic = {h.name: h.nic_gbps for h in topology.hosts}
+    streams, splits = [], {}
+    for w in workers:
+        router = Router.from_env(env_of(w))
+        homes = [urlsplit(router.route(origin_url + "/" + f)).hostname for f in files]
+        shares = {h: homes.count(h) / len(homes) for h in sorted(set(homes))}
+        splits[w["spec"]["nodeName"]] = shares
+        streams.append((w["spec"]["nodeName"], read_gbps, shares))
+    fair = fair_share(switch_of, {s.name: s.uplink_gbps for s in topology.switches},
+                      {n: (nic[n], nic[n]) for n in nodes}, streams)
+    return fair, splits
+
+
+def summarise(windows: list[dict], scale: float, worker_nodes: list[str], switches: list[str]) -> dict:
+    def mean(key, side):
+        return sum(w["mbit"][key][side] for w in windows) / len(windows) / scale
+    delivered = [sum(w["mbit"][f"host:{n}"][1] for n in worker_nodes) / scale for w in windows]
+    return {
+        "delivered_gbps": [round(d, 3) for d in delivered],
+        "delivered_mean_gbps": round(sum(delivered) / len(delivered), 3),
+        "spread": round((max(delivered) - min(delivered)) / (sum(delivered) / len(delivered)), 4),
+        "uplinks": {s: {"out": round(mean(f"uplink:{s}", 0), 3), "in": round(mean(f"uplink:{s}", 1), 3)}
+                    for s in switches},
+        "hosts": {k.split(":", 1)[1]: {"out": round(mean(k, 0), 3), "in": round(mean(k, 1), 3)}
+                  for k in windows[0]["mbit"] if k.startswith("host:")},
+        "wan_out_gbps": round(mean("wan", 0), 3),
+        "cpu_busy_max": max(w["cpu_busy"] for w in windows), "load_max": max(w["load1"] for w in windows),
+        "softirq_cores_max": max(w["softirq_cores"] for w in windows),
+        "valid": all(w["cpu_busy"] <= CPU_LIMIT for w in windows),
+    }
+
+
+def teardown(cluster_name: str, operator: subprocess.Popen | None = None) -> list[str]:
+    if operator is not None:
+        stop_operator(operator)
+    removed = realnodes.down(cluster_name)
+    localcluster.down(cluster_name)
+    shutil.rmtree(DISK, ignore_errors=True)
+    rest = realnodes.leftovers(cluster_name)
+    if rest:
+        log("LEFT BEHIND: " + "; ".join(rest))
+    return removed
+
+
+def bench(args) -> dict:
+    topology = load_topology(yaml.safe_load(TOPOLOGY.read_text()), str(TOPOLOGY))
+    nodes = realnodes.from_topology(TOPOLOGY)
+    started = time.time()
+    meta = {"started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "load_start": os.getloadavg()[0],
+            "scale_mbit_per_gbps": args.scale, "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}",
+            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                     cwd=ROOT).stdout.strip()}
+    config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / args.cluster / "realnodes-kwokctl.yaml")
+    kubeconfig = localcluster.up(args.cluster, TOPOLOGY, config=config)
+    localcluster.install_crds(args.cluster)
+    cluster = Cluster(args.cluster, kubeconfig)
+    # The simulated node localcluster needs stays out of the facility (and the Dask scheduler off it).
+    cluster.kubectl("taint", "nodes", "-l", "type=kwok", "--overwrite", "switchyard.dev/simulated=true:NoSchedule")
+    real = realnodes.Cluster(args.cluster, kubeconfig)
+    t0 = time.monotonic()
+    if args.reuse and (real.state / "nodes.json").exists():   # the nodes of a --keep run
+        real.nodes = json.loads((real.state / "nodes.json").read_text())
+        real.switches = {info["switch"]: int(info["address"].split(".")[2]) for info in real.nodes.values()}
+    else:
+        real.up(nodes, images=["pause", "operator"])
+        # Only NVMe nodes can hold a cache, and a cache leaves no room for a worker or the scheduler beside it.
+        real.import_images(["xcache"], [n.name for n in nodes if n.nvme_disks])
+        real.import_images(["dask"], [n.name for n in nodes if not n.nvme_disks])
+    meta["real_nodes_up_seconds"] = round(time.monotonic() - t0, 1)
+    for node in nodes:
+        if node.nvme_disks:
+            cluster.kubectl("taint", "node", node.name, "--overwrite", CACHE_TAINT)
+    fabric = RealFabric(real)
+    fabric.wan_up()
+    rates = Rates(uplink={s.name: s.uplink_gbps * args.scale for s in topology.switches},
+                  nic={n.name: n.nic_gbps * args.scale for n in nodes}, wan=topology.wan_gbps * args.scale)
+    if not args.no_shaping:
+        fabric.shape(rates)
+    rng = random.Random(args.seed)
+    files = [f"data/f{i:03d}.bin" for i in range(args.files)]
+    if args.reuse:
+        # The origin a --keep run left (found by its state path, stopped by its pid).
+        realnodes._kill([pid for pid, cmd in realnodes._processes(str(real.state / "origin")) if "xrootd" in cmd])
+    origin = real.start_origin({f: rng.randbytes(args.file_mib * 2**20) for f in files}, port=ORIGIN_PORT,
+                               netns=fabric.wan_ns, ip=WAN_ORIGIN_IP)
+    origin_url = f"root://{origin}/"
+    # Sidecars and init containers from the operator image the nodes have (not the registry's name).
+    operator = start_operator(kubeconfig, real.logs / "operator.log",
+                              SWITCHYARD_EXPORTER_IMAGE="localhost/switchyard:0.1.0")
+    if args.reuse:   # the operator removes its finalizers
+        cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
+    result = {"meta": meta, "rates_mbit": {"uplink": rates.uplink, "nic": rates.nic, "wan": rates.wan}}
+    try:
+        cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+        cluster.kube.apply(facility(origin, args))
+        af = wait_ready(cluster, NAMESPACE, timeout=args.timeout)
+        result["status"] = af.get("status", {})
+        caches, workers, scheduler = pods(cluster)
+        placement = {"caches": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in caches},
+                     "workers": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in workers},
+                     "scheduler": scheduler}
+        log(f"placed: {placement}")
+        result["placement"] = placement
+        hosts = {n: info["address"] for n, info in real.nodes.items()}
+        base = {"files": files, "hosts": hosts, "origin": origin_url.rstrip("/"), "streams": args.streams,
+                "seed": args.seed}
+        t0 = time.monotonic()
+        warm = finish(run_client(cluster, workers[0], scheduler, {**base, "warm": True, "seconds": 0}),
+                      timeout=len(files) * (args.file_mib * 8 / (topology.wan_gbps * args.scale) + 2) + 120)
+        result["warm"] = {"seconds": round(time.monotonic() - t0, 1), "reads": len(warm[0]["reads"]),
+                          "failed": sum(1 for r in warm[0]["reads"] if not r[5])}
+        log(f"warm: {result['warm']}")
+        fair, splits = prediction(topology, real.nodes, workers, files, 25.0, origin_url.rstrip("/"))
+        result["split"] = splits
+        result["fair_share"] = {"delivered_gbps": fair.delivered_gbps, "uplinks": fair.uplinks,
+                                "served": fair.served, "saturated": list(fair.saturated)}
+        seconds = args.warmup + args.windows * args.window_seconds + 15
+        c0 = fabric.counters()
+        proc = run_client(cluster, workers[0], scheduler, {**base, "warm": False, "seconds": seconds})
+        time.sleep(args.warmup)
+        windows = []
+        for i in range(args.windows):
+            windows.append(window(fabric, args.window_seconds))
+            s = summarise(windows[-1:], args.scale, list(placement["workers"].values()), list(real.switches))
+            log(f"window {i + 1}: delivered {s['delivered_mean_gbps']:.2f} Gbps (model), uplinks {s['uplinks']}, "
+                f"CPU busy {s['cpu_busy_max']:.0%}, load {s['load_max']:.2f}")
+        reads = finish(proc, seconds + 180)
+        c1 = fabric.counters()
+        result["windows"] = windows
+        result["summary"] = summarise(windows, args.scale, list(placement["workers"].values()), list(real.switches))
+        result["whole_run_bytes"] = {k: [c1[k][0] - c0[k][0], c1[k][1] - c0[k][1]] for k in c0}
+        result["reads"] = [{"pod": r["pod"], "routing": r["endpoint_env"], "count": len(r["reads"]),
+                            "failed": sum(1 for x in r["reads"] if not x[5]),
+                            "by_host": {h: sum(1 for x in r["reads"] if x[2] == h) for h in sorted({x[2] for x in r["reads"]})}}
+                           for r in reads]
+        result["exporter"] = _exporters(cluster, caches)
+        meta["load_end"] = os.getloadavg()[0]
+        meta["seconds"] = round(time.time() - started, 1)
+        return result
+    finally:
+        stop_operator(operator)
+        (real.logs.parent / "objects.yaml").write_text(
+            localcluster.kubectl(args.cluster, "get", "analysisfacilities,xcachepools,workerfleets,pods", "-A", "-o",
+                                 "yaml", check=False) or "")
+
+
+def _exporters(cluster: Cluster, caches: list[dict]) -> dict:
+    out = {}
+    for cache in caches:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods/{cache['metadata']['name']}:9933/proxy/metrics"
+        text = cluster.kubectl("get", "--raw", path, check=False) or ""
+        out[cache["spec"]["nodeName"]] = {
+            kind: sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                      if line.startswith(f"switchyard_xcache_{kind}_bytes") and not line.startswith("#"))
+            for kind in ("hit", "miss", "origin")}
+    return out
+
+
+def report(result: dict) -> str:
+    meta, s, fair = result["meta"], result["summary"], result["fair_share"]
+    plan = result.get("status", {}).get("plan", {}) or {}
+    lp = plan.get("predictedGbps")
+    ratio = s["delivered_mean_gbps"] / fair["delivered_gbps"] if fair["delivered_gbps"] else float("nan")
+    lines = [
+        "# Fabric bench on real kubelet nodes",
+        "",
+        f"`make bench-fabric-real` (bench/fabric_real_bench.py), {meta['started_utc']} UTC, commit {meta['commit']}, "
+        f"{meta['machine']}; load average {meta['load_start']:.2f} at the start, {meta.get('load_end', 0):.2f} at the end.",
+        "",
+        "## What was real",
+        "",
+        "- Nodes: 4 real kubelet v1.31.4 + containerd nodes (e2e/realnodes.py), two per switch, each in its own network "
+        "namespace behind its switch's bridge (one tainted simulated node on a switch outside the facility, "
+        "which localcluster needs).",
+        "- Caches and readers: the pods the operator created from the AnalysisFacility (`switchyard run` on the host "
+        "against the cluster): the XCache StatefulSets' pods (real xrootd from the rendered ConfigMap, host network), "
+        "the Dask scheduler and the WorkerFleet's Dask workers. One Dask task pinned to each worker runs "
+        f"{result['args']['streams']} readers, each reading the files one after another in an order of its own with "
+        "`xrdcp` (the XRootD client in the worker image) to /dev/null, through the cache the worker's routing "
+        "environment names for the file (switchyard.routing.Router.from_env: the file's home on the published ring).",
+        "- Origin: a real xrootd in a namespace of its own behind a shaped WAN veth.",
+        "- Bytes: interface counters (`ip -s link`) of each node's eth0, each switch bridge (tx = into the switch, "
+        "rx = out of it) and the origin's eth0; frames, as HTB counts them, so they compare with link Gbps.",
+        "",
+        "## What was not",
+        "",
+        "- Links are HTB-shaped veths and bridges on one machine (2 cores), at "
+        f"{meta['scale_mbit_per_gbps']:g} Mbit/s per model Gbps; no latency emulation (no netem on this kernel).",
+        "- Node names in the ring (`root://<node>:1094`) are resolved by the bench (the task is given node -> "
+        "address): the real-node cluster's CoreDNS serves only cluster.local.",
+        "- The two cache hosts share one host directory for their disk (one machine); with hashed routing each "
+        "file is cached by its home host only.",
+        "- The Dask scheduler is the fleet's own (createScheduler); the client submitting the tasks runs in a worker pod.",
+        "",
+        "## Placement (the operator's plan, as the pods landed)",
+        "",
+        f"- caches: {', '.join(f'{k} on {v}' for k, v in result['placement']['caches'].items())}",
+        f"- workers: {', '.join(f'{k} on {v}' for k, v in result['placement']['workers'].items())}",
+        f"- files' split over the ring hosts per worker node: {json.dumps(result['split'])}",
+        f"- warm-up: {result['warm']['reads']} files read once through their home caches in "
+        f"{result['warm']['seconds']} s ({result['warm']['failed']} failed)",
+        "",
+        "## Measured against predicted (model Gbps = Mbit/s measured / scale)",
+        "",
+        f"Windows: {len(result['windows'])} x {result['args']['window_seconds']} s after {result['args']['warmup']} s "
+        "of reading.",
+        "",
+        "| window | delivered (Gbps) | CPU busy | softirq (cores) | load |",
+        "|---|---|---|---|---|",
+    ]
+    for i, w in enumerate(result["windows"], 1):
+        lines.append(f"| {i} | {s['delivered_gbps'][i - 1]:.2f} | {w['cpu_busy']:.0%} | {w['softirq_cores']:.2f} "
+                     f"| {w['load1']:.2f} |")
+    lines += [
+        "",
+        f"- **Aggregate delivered**: {s['delivered_mean_gbps']:.2f} Gbps (spread between windows {s['spread']:.1%}); "
+        f"fair share (planner/fairshare.py fair_share, the files' split) {fair['delivered_gbps']:.2f} Gbps: "
+        f"measured / fair share **{ratio:.3f}**"
+        + (f"; the plan's LP prediction (status.plan.predictedGbps) {lp:.2f} Gbps: measured / LP "
+           f"{s['delivered_mean_gbps'] / lp:.3f}" if lp else "; no LP prediction in the status") + ".",
+        f"- Plan's own fair share (status.plan.fairShareGbps, the ring's weights): {plan.get('fairShareGbps')}.",
+        f"- CPU headroom: busiest window {s['cpu_busy_max']:.0%} of all cores (limit {CPU_LIMIT:.0%}), softirq "
+        f"≤ {s['softirq_cores_max']:.2f} cores, load ≤ {s['load_max']:.2f}: "
+        + ("**valid**." if s["valid"] else "**INVALID** (a window over the limit)."),
+        "",
+        "| uplink | measured out | fair out | measured in | fair in | capacity |",
+        "|---|---|---|---|---|---|",
+    ]
+    for sw, m in s["uplinks"].items():
+        f = fair["uplinks"].get(sw, {})
+        cap = result["rates_mbit"]["uplink"][sw] / meta["scale_mbit_per_gbps"]
+        lines.append(f"| {sw} | {m['out']:.2f} | {f.get('out', 0):.2f} | {m['in']:.2f} | {f.get('in', 0):.2f} "
+                     f"| {cap:g} |")
+    lines += ["", "| node | out (Gbps) | in (Gbps) | fair share served |", "|---|---|---|---|"]
+    for node, m in s["hosts"].items():
+        lines.append(f"| {node} | {m['out']:.2f} | {m['in']:.2f} | {fair['served'].get(node, '')} |")
+    lines += [
+        "",
+        f"- WAN (origin out) during the windows: {s['wan_out_gbps']:.3f} Gbps; cache exporters after the run "
+        f"(bytes): {json.dumps(result.get('exporter', {}))}.",
+        f"- Reads: {json.dumps(result['reads'])}",
+        f"- Saturated links in the fair share: {', '.join(fair['saturated']) or 'none'}.",
+        "",
+        "Full figures: the .json beside this file.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", nargs="?", default="run", choices=("run", "down"))
+    parser.add_argument("--cluster", default="sy-fabreal")
+    parser.add_argument("--scale", type=float, default=6.0, help="Mbit/s per model Gbps")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--streams", type=int, default=3, help="readers per Dask worker")
+    parser.add_argument("--files", type=int, default=16)
+    parser.add_argument("--file-mib", type=int, default=4)
+    parser.add_argument("--warmup", type=float, default=8.0)
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--window-seconds", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=420.0)
+    parser.add_argument("--no-shaping", action="store_true")
+    parser.add_argument("--reuse", action="store_true", help="reuse the cluster and nodes a --keep run left")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster up (then: `down`)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "fabric-real.md"))
+    args = parser.parse_args(argv)
+    if args.command == "down":
+        for line in teardown(args.cluster):
+            log(line)
+        return 1 if realnodes.leftovers(args.cluster) else 0
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupted)
+    if not args.reuse:
+        teardown(args.cluster)   # whatever a run that died left behind
+    try:
+        result = bench(args)
+    finally:
+        if not args.keep:
+            teardown(args.cluster)
+    result["args"] = vars(args)
+    out = pathlib.Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
+    out.write_text(report(result))
+    print(out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
