@@ -88,6 +88,15 @@ class ClientMap:
         return UNKNOWN
 
 
+def is_network(text: str) -> bool:
+    """An address or CIDR the map accepts (a Node's fields are not validated by the API server as such)."""
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def render(switches: Mapping[str, Iterable[str]]) -> str:
     """The ConfigMap's JSON, stable for equal input (sorted, duplicates dropped)."""
     ClientMap.from_switches(switches)  # refuse what the exporter would refuse

@@ -358,16 +358,24 @@ def flow_gbps(points: tuple[FlowPoint, ...], now: float, rules: DriftRules) -> d
 
 def observed_uplinks(history: FlowHistory, expected: Mapping[str, Iterable[HostKey]], now: float,
                      rules: DriftRules) -> dict[tuple[str, str], float]:
-    """(switch, "in" | "out") -> Gbps over the window, for every switch of `expected`; empty unless every
-    planned cache host is measured (a host missing would make every uplink it reads across look idle)."""
+    """(switch, "in" | "out") -> Gbps over the window, for the switches of `expected` that are measured.
+
+    Out of S needs every planned cache host on S measured; in to T needs every
+    planned cache host of the facility (any of them may serve T's readers). A
+    host missing would make an uplink it crosses look idle, so such a direction
+    is left out rather than under-counted.
+    """
     rates = {key: flow_gbps(points, now, rules) for key, points in history.items()}
-    planned = {host for hosts in expected.values() for host in hosts}
-    if not planned or any(rates.get(host) is None for host in planned):
-        return {}
-    out = {(switch, direction): 0.0 for switch in expected for direction in ("in", "out")}
+    measured = {switch: all(rates.get(host) is not None for host in hosts) for switch, hosts in expected.items()}
+    out: dict[tuple[str, str], float] = {}
+    for switch in expected:
+        if measured[switch]:
+            out[(switch, "out")] = 0.0
+        if all(measured.values()):
+            out[(switch, "in")] = 0.0
     for host_rates in rates.values():
         for (source, target), gbps in (host_rates or {}).items():
-            if source != ORIGIN and (source, "out") in out:
+            if (source, "out") in out:
                 out[(source, "out")] += gbps
             if (target, "in") in out:
                 out[(target, "in")] += gbps

@@ -102,6 +102,11 @@ PREDICTED_GBPS = Gauge("switchyard_predicted_gbps", "What the plan predicts a sw
 OBSERVED_GBPS = Gauge("switchyard_observed_gbps", "What a switch carries as the operator measured it, Gbps, by "
                       "direction (serve: bytes the switch's cache hosts sent to clients over the drift window, "
                       "from their exporters).", ["namespace", "facility", "switch", "direction"])
+OBSERVED_UPLINK_GBPS = Gauge("switchyard_observed_uplink_gbps", "Load on a switch's uplink as the operator measured "
+                             "it over the drift window, Gbps, by direction (compare switchyard_plan_uplink_gbps): "
+                             "out = its caches serving readers on other switches; in = caches elsewhere serving its "
+                             "readers plus its caches' origin fetches. Absent until every planned cache host is "
+                             "measured.", ["namespace", "facility", "switch", "direction"])
 PREDICTION_RATIO = Gauge("switchyard_prediction_ratio", "Observed over predicted Gbps per switch and direction "
                          "(1 = the plan is right); only where the prediction is above the drift floor.",
                          ["namespace", "facility", "switch", "direction"])
@@ -112,10 +117,11 @@ PREDICTION_DRIFT = Gauge("switchyard_prediction_drift", "1 while a switch's obse
 
 def export_drift(namespace: str, facility: str, predicted: Mapping[tuple[str, str], float],
                  observed: Mapping[tuple[str, str], float], ratio: Mapping[tuple[str, str], float],
-                 drifting: Mapping[str, bool]) -> None:
+                 drifting: Mapping[str, bool], uplinks: Mapping[tuple[str, str], float] | None = None) -> None:
     """Set the drift gauges of one facility ((switch, direction) -> value); series no longer given are removed."""
     _set_series(namespace, facility, {PREDICTED_GBPS: predicted, OBSERVED_GBPS: observed, PREDICTION_RATIO: ratio,
-                                      PREDICTION_DRIFT: {(s,): float(d) for s, d in drifting.items()}})
+                                      PREDICTION_DRIFT: {(s,): float(d) for s, d in drifting.items()},
+                                      OBSERVED_UPLINK_GBPS: dict(uplinks or {})})
 
 
 def forget_facility(namespace: str, facility: str) -> None:

@@ -51,6 +51,9 @@ class NodeInfo:
     not_ready_since: str | None = None
     # Its taints (spec.taints), sorted.
     taints: tuple[Taint, ...] = ()
+    # Where its clients' traffic comes from: InternalIPs and spec.podCIDR(s) (the exporters' client map).
+    # Not compared: an address change re-renders the map, it does not re-plan.
+    client_networks: tuple[str, ...] = field(default=(), compare=False, hash=False)
 
     def label(self, key: str) -> str | None:
         return self.labels.get(key)
@@ -95,7 +98,16 @@ def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") ->
         annotations=annotations,
         not_ready_since=None if ready else ready_condition.get("lastTransitionTime") or "",
         taints=node_taints(body.get("spec", {}).get("taints") or ()),
+        client_networks=node_client_networks(body),
     )
+
+
+def node_client_networks(body: Mapping) -> tuple[str, ...]:
+    """A Node's InternalIPs and pod CIDRs, sorted: the addresses its pods and host-network processes read from."""
+    spec, status = body.get("spec") or {}, body.get("status") or {}
+    addresses = {a.get("address") for a in status.get("addresses") or () if a.get("type") == "InternalIP"}
+    cidrs = set(spec.get("podCIDRs") or ()) | ({spec["podCIDR"]} if spec.get("podCIDR") else set())
+    return tuple(sorted(n for n in addresses | cidrs if n))
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,12 @@ the NVMe disks (see README: why host paths, and the Pod Security level).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from ..api.xcachepool import EXPORTER_REQUESTS, XCachePoolSpec
+from .. import clientmap
+from ..exporterspec import CLIENT_MAP_DIR, exporter_args
 from ..exporterspec import DEFAULT_METRICS_PORT as METRICS_PORT
-from ..exporterspec import exporter_args
 from ..xrootd import config_checksum, directories_to_create, render_config, render_scitokens_config
 from ..xrootd.config import DEFAULT_EXPORTER_PORT as EXPORTER_PORT
 from ..xrootd.config import SCITOKENS_CONFIG_PATH, TLS_DIR
@@ -48,8 +51,24 @@ def build_config_map(pool: str, spec: XCachePoolSpec) -> tuple[dict, str]:
     return cm, config_checksum("".join(data[k] for k in sorted(data)))
 
 
+def client_map_name(pool: str) -> str:
+    return child_name(pool, "clients")
+
+
+def build_client_map(pool: str, clients: Mapping[str, Iterable[str]]) -> dict:
+    """The exporters' client map (switch -> node InternalIPs and pod CIDRs). Kept out of the config checksum:
+    kubelet refreshes the mounted file and the exporter re-reads it, so node churn restarts no cache host."""
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": client_map_name(pool), "labels": labels("xcache", pool, **{POOL_LABEL: pool})},
+        "data": {clientmap.KEY: clientmap.render(clients)},
+    }
+
+
 def _volumes(spec: XCachePoolSpec, pool: str) -> tuple[list[dict], list[dict]]:
-    volumes = [{"name": "config", "configMap": {"name": config_map_name(pool)}}]
+    volumes = [{"name": "config", "configMap": {"name": config_map_name(pool)}},
+               # optional: a pod starts before the map exists; its bytes count as 'unknown' until it does.
+               {"name": "clients", "configMap": {"name": client_map_name(pool), "optional": True}}]
     mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
     paths = [("meta", spec.storage.meta_path)] + [(f"data{i}", p) for i, p in enumerate(spec.storage.data_paths)]
     for name, path in paths:
@@ -69,7 +88,7 @@ def _prepare_container(spec: XCachePoolSpec, mounts: list[dict]) -> dict:
         "name": "prepare",
         "image": spec.image,
         "command": ["install", "-d", "-o", XROOTD_USER, "-g", XROOTD_USER, *paths],
-        "volumeMounts": [m for m in mounts if m["name"] != "config"],
+        "volumeMounts": [m for m in mounts if m["name"] not in ("config", "clients")],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
     }
 
@@ -102,8 +121,10 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
         "name": "exporter",
         "image": exporter_image,
         "args": ["exporter", *exporter_args(spec, pool_name=pool, switch=switch)],
-        # Disk usage against the water marks is read from the disks themselves.
-        "volumeMounts": [{**m, "readOnly": True} for m in mounts if m["name"] == "meta" or m["name"].startswith("data")],
+        # Disk usage against the water marks is read from the disks themselves; the client map is a
+        # directory mount (not subPath), so kubelet's updates reach the exporter.
+        "volumeMounts": [{**m, "readOnly": True} for m in mounts if m["name"] == "meta" or m["name"].startswith("data")]
+                        + [{"name": "clients", "mountPath": CLIENT_MAP_DIR, "readOnly": True}],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(EXPORTER_REQUESTS), "limits": {"memory": "256Mi"}},
@@ -156,8 +177,8 @@ def build_pdb(pool: str) -> dict:
 
 
 def build_pool(pool: str, spec: XCachePoolSpec, hosts_by_switch: dict[str, list[str]], switch_label: str,
-               exporter_image: str) -> list[dict]:
-    """Every child of one pool, in a deterministic order."""
+               exporter_image: str, clients: Mapping[str, Iterable[str]] | None = None) -> list[dict]:
+    """Every child of one pool, in a deterministic order; `clients`: switch -> networks (the client map)."""
     cm, checksum = build_config_map(pool, spec)
     out = [cm]
     for switch in sorted(hosts_by_switch):
@@ -169,6 +190,7 @@ def build_pool(pool: str, spec: XCachePoolSpec, hosts_by_switch: dict[str, list[
                                  {POOL_LABEL: pool, SWITCH_LABEL: switch}))
     out.append(build_service(pool, pool, spec.port, {POOL_LABEL: pool}))
     out.append(build_pdb(pool))
+    out.append(build_client_map(pool, clients or {}))
     return out
 
 

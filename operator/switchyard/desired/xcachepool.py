@@ -11,6 +11,7 @@ from ..api import XCachePoolSpec
 from ..api.plans import PoolPlan, decode
 from ..builders.xcachepool import build_pool, endpoint
 from ..cachedisk import HostDisk, full_hosts_message
+from ..clientmap import UNKNOWN, is_network
 from ..imagepolicy import refusal
 from ..settings import Settings
 from ..topology import NodeInfo
@@ -25,6 +26,16 @@ class DiskRead:
 
     status: dict
     reports: tuple[HostDisk, ...] = ()
+
+
+def client_networks(nodes: Sequence[NodeInfo], switch_label: str) -> dict[str, list[str]]:
+    """switch -> its nodes' InternalIPs and pod CIDRs: where readers behind each switch read from."""
+    out: dict[str, set[str]] = {}
+    for node in nodes:
+        switch = node.label(switch_label)
+        if switch and switch != UNKNOWN:
+            out.setdefault(switch, set()).update(n for n in node.client_networks if is_network(n))
+    return {switch: sorted(networks) for switch, networks in sorted(out.items())}
 
 
 def tls_secret_name(spec_raw: Mapping) -> str | None:
@@ -59,7 +70,8 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
         return held({}, cond.progressing("AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} "
                                                          "to place this pool"))
     hosts = {sw: list(h) for sw, h in plan.hosts.items()}
-    children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image)
+    children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image,
+                          clients=client_networks(nodes, plan.switch_label))
 
     switches = [{"switch": sw, "desired": len(hosts[sw]), "ready": min(workloads.get(sw, {}).get("ready", 0), len(hosts[sw]))}
                 for sw in sorted(hosts)]

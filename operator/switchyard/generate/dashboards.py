@@ -143,14 +143,28 @@ THROUGHPUT = DashboardSpec(
         )),
         Row("Network", (
             Panel("Uplink utilisation: predicted vs observed",
-                  "Predicted: the plan's peak utilisation of each switch's uplink. Observed: what the caches "
-                  "behind the switch fetch from the origin through it, over its capacity. Reads that cross "
-                  "switches are not visible to the cache exporter; compare with the switch's own counters.",
+                  "Predicted: the plan's peak utilisation of each switch's uplink. Observed: the busier direction "
+                  "of the uplink as the operator measured it (reads that cross switches, from the exporters' "
+                  "bytes by reader switch, plus origin fills), over its capacity; and the origin fills alone.",
                   (Query(f"max by (switch) (switchyard_plan_uplink_utilisation{{{PLAN}}})", "{{switch}} predicted"),
+                   Query(f"max by (switch) (switchyard_observed_uplink_gbps{{{PLAN}}}) / on (switch) "
+                         f"max by (switch) (switchyard_plan_uplink_capacity_gbps{{{PLAN}}})",
+                         "{{switch}} observed"),
                    Query(f"{_fills_by_switch} * 8 / 1e9 / on (switch) "
                          f"max by (switch) (switchyard_plan_uplink_capacity_gbps{{{PLAN}}})",
                          "{{switch}} observed (origin fills)")),
                   unit="percentunit", throughput=True),
+            Panel("Uplink load per direction: predicted vs observed",
+                  "Gbps on each switch's uplink, by direction: predicted by the plan (switchyard_plan_uplink_gbps) "
+                  "and observed by the operator over its drift window (switchyard_observed_uplink_gbps: out = the "
+                  "switch's caches serving readers behind other switches; in = caches elsewhere serving its "
+                  "readers, plus its caches' origin fetches). Readers the client map does not place, and traffic "
+                  "that is not XRootD reads from the caches, are not in the observed figure.",
+                  (Query(f"sum by (switch, direction) (switchyard_plan_uplink_gbps{{{PLAN}}}) * 1e9",
+                         "{{switch}} {{direction}} predicted"),
+                   Query(f"sum by (switch, direction) (switchyard_observed_uplink_gbps{{{PLAN}}}) * 1e9",
+                         "{{switch}} {{direction}} observed")),
+                  unit="bps"),
             Panel("Predicted vs observed per switch",
                   "Gbps the cache hosts behind each switch serve: predicted by the plan (serveGbps, fair share), "
                   "observed by Prometheus from the exporters, and observed by the operator over its drift window "

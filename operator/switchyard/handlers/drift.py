@@ -31,6 +31,7 @@ class FacilityDrift:
     last_read: float = -math.inf
     assessment: drift.Assessment | None = None
     addresses: dict = field(default_factory=dict)   # (XCachePool, node) -> its ready cache pod's address
+    flows: dict = field(default_factory=dict)       # drift.FlowHistory: bytes that cross switches, per host
     listed: float = -math.inf
 
 
@@ -63,10 +64,11 @@ def pod_addresses(state: FacilityDrift, namespace: str, expected: Mapping[str, l
     return state.addresses
 
 
-def read_hosts(addresses: Mapping[drift.HostKey, str]) -> list[drift.HostReading]:
-    """Every listed cache host's served-bytes counter, as its exporter serves it."""
-    texts = read_all(sorted(set(addresses.values())))
-    return [reading for text in texts if text is not None for reading in drift.parse_readings(text)]
+def read_hosts(addresses: Mapping[drift.HostKey, str]) -> tuple[list[drift.HostReading], list[drift.HostFlows]]:
+    """Every listed cache host's served-bytes counter and cross-switch counters, as its exporter serves them."""
+    texts = [text for text in read_all(sorted(set(addresses.values()))) if text is not None]
+    return ([reading for text in texts for reading in drift.parse_readings(text)],
+            [flows for text in texts for flows in drift.parse_flows(text)])
 
 
 def expected_hosts(plan, pool_names: Mapping[str, str]) -> dict[str, list[drift.HostKey]]:
@@ -91,16 +93,19 @@ def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, s
         return state.assessment
     rules = settings.drift
     expected = expected_hosts(plan, pool_names)
-    readings = read_hosts(pod_addresses(state, meta["namespace"], expected, now))
-    state.history = drift.record(state.history, readings, now, keep_seconds=rules.window_seconds + rules.stale_seconds)
+    readings, flows = read_hosts(pod_addresses(state, meta["namespace"], expected, now))
+    keep = rules.window_seconds + rules.stale_seconds
+    state.history = drift.record(state.history, readings, now, keep_seconds=keep)
+    state.flows = drift.record_flows(state.flows, flows, now, keep_seconds=keep)
     state.last_read = now
     observed = drift.observed_gbps(state.history, expected, now, rules)
+    uplinks = drift.observed_uplinks(state.flows, expected, now, rules)
     predicted = drift.predicted_serve(plan_summary)
     state.assessment = None if predicted is None else drift.assess(predicted, observed, state.memory, now, rules)
     if state.assessment is not None:
         state.memory = state.assessment.memory
         _announce(body, state.assessment, logger)
-    _export(meta["namespace"], meta["name"], predicted or {}, observed, state.assessment)
+    _export(meta["namespace"], meta["name"], predicted or {}, observed, state.assessment, uplinks)
     return state.assessment
 
 
@@ -117,7 +122,7 @@ def _announce(body: Mapping, assessment: drift.Assessment, logger) -> None:
 
 
 def _export(namespace: str, facility: str, predicted: Mapping[str, float], observed: Mapping[str, float | None],
-            assessment: drift.Assessment | None) -> None:
+            assessment: drift.Assessment | None, uplinks: Mapping[tuple[str, str], float]) -> None:
     key = lambda switch: (switch, drift.DIRECTION)  # noqa: E731
     verdicts = assessment.verdicts if assessment is not None else ()
     export_drift(namespace, facility,
@@ -125,4 +130,4 @@ def _export(namespace: str, facility: str, predicted: Mapping[str, float], obser
                  observed={key(s): g for s, g in observed.items() if g is not None},
                  ratio={key(v.switch): v.ratio for v in verdicts
                         if v.ratio is not None and v.predicted >= current().drift.floor_gbps},
-                 drifting={v.switch: v.drifting for v in verdicts})
+                 drifting={v.switch: v.drifting for v in verdicts}, uplinks=uplinks)

@@ -54,7 +54,7 @@ def test_pool_is_one_statefulset_per_switch_pinned_to_its_hosts():
     spec = XCachePoolSpec.model_validate(children[0]["spec"])
     objs = build_pool("af-xc", spec, data["hosts"], data["switchLabel"], "img:1")
     kinds = [o["kind"] for o in objs]
-    assert kinds == ["ConfigMap", "StatefulSet", "Service", "Service", "PodDisruptionBudget"]
+    assert kinds == ["ConfigMap", "StatefulSet", "Service", "Service", "PodDisruptionBudget", "ConfigMap"]
     sts = objs[1]
     assert sts["spec"]["replicas"] == 2
     terms = sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

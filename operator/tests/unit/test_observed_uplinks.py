@@ -63,14 +63,15 @@ def test_uplinks_count_cross_switch_serves_and_origin_fetches():
         assert abs(uplinks[key] - gbps) < 1e-9, key
 
 
-def test_nothing_is_observed_until_every_planned_host_is_measured_long_enough():
-    expected = {"sw1": [("pool", "a")], "sw2": [("pool", "b")]}
+def test_a_direction_is_observed_only_when_every_host_it_depends_on_is_measured():
+    expected = {"sw1": [("pool", "a")], "sw2": [("pool", "b")], "sw3": []}
     history = record_flows({}, [_reading("a", "sw1", {"sw2": 0}, 0)], seen=0, keep_seconds=120)
     history = record_flows(history, [_reading("a", "sw1", {"sw2": GB * 60}, 0)], seen=60, keep_seconds=120)
-    assert observed_uplinks(history, expected, now=60, rules=RULES) == {}      # b never read
+    # b never read: out of sw1 (a's own) and of sw3 (no caches) are known; no "in" is, nor out of sw2.
+    assert observed_uplinks(history, expected, now=60, rules=RULES) == {("sw1", "out"): 1.0, ("sw3", "out"): 0.0}
     history = record_flows(history, [_reading("b", "sw2", {}, 0)], seen=60, keep_seconds=120)
-    assert observed_uplinks(history, expected, now=60, rules=RULES) == {}      # b read once: no window yet
-    assert observed_uplinks(history, expected, now=200, rules=RULES) == {}    # a and b stale
+    assert ("sw2", "out") not in observed_uplinks(history, expected, now=60, rules=RULES)  # b read once: no window
+    assert observed_uplinks(history, expected, now=200, rules=RULES) == {("sw3", "out"): 0.0}  # a and b stale
 
 
 def test_a_restarted_host_is_measured_from_its_new_start_only():
