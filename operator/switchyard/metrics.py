@@ -105,8 +105,8 @@ OBSERVED_GBPS = Gauge("switchyard_observed_gbps", "What a switch carries as the 
 OBSERVED_UPLINK_GBPS = Gauge("switchyard_observed_uplink_gbps", "Load on a switch's uplink as the operator measured "
                              "it over the drift window, Gbps, by direction (compare switchyard_plan_uplink_gbps): "
                              "out = its caches serving readers on other switches; in = caches elsewhere serving its "
-                             "readers plus its caches' origin fetches. Absent until every planned cache host is "
-                             "measured.", ["namespace", "facility", "switch", "direction"])
+                             "readers plus its caches' origin fetches. out is absent until the switch's planned cache "
+                             "hosts are measured, in until all of the facility's are.", ["namespace", "facility", "switch", "direction"])
 PREDICTION_RATIO = Gauge("switchyard_prediction_ratio", "Observed over predicted Gbps per switch and direction "
                          "(1 = the plan is right); only where the prediction is above the drift floor.",
                          ["namespace", "facility", "switch", "direction"])

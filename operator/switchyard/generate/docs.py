@@ -37,6 +37,10 @@ JOINS = """\
 - Observed uplink load from cache fills:
   `sum by (switch) (rate(switchyard_xcache_origin_bytes_total[5m])) * 8 / 1e9
   / on (switch) max by (switch) (switchyard_plan_uplink_capacity_gbps{facility="F"})`.
+- Bytes read across switches, from Prometheus alone (serving switch `switch`,
+  reading switch `client_switch`):
+  `sum by (switch, client_switch) (rate(switchyard_xcache_served_bytes_total{client_switch!="unknown"}[5m])) * 8`;
+  the operator's per-uplink figure is `switchyard_observed_uplink_gbps{facility="F"}`.
 - Errors: `switchyard_reconciles_total{result!="ok"}` (`retry`: the reconcile
   asked to be retried later, e.g. the API server was unreachable; `error`: it
   raised).
@@ -72,13 +76,35 @@ the xrootd summary it comes from.
   planned worker reads at its fleet's `readGbps`. Link Gbps: a full link
   carries about 0.956 of it as TCP payload (1500 MTU), well inside the
   threshold.
-- **Not observed: the uplinks.** The exporter sees bytes per host, not per
-  client, so it cannot tell a reader on the same switch from one behind
-  another switch; the uplink share of the served bytes (what `outGbps` /
-  `fairOutGbps` predict) would need xrootd's per-client monitoring and is not
-  compared. Origin fills through the uplink are on the dashboard
-  ("Uplink utilisation: predicted vs observed") but not judged. A switch's
-  own counters, if the site scrapes them, are the direct check.
+- **Uplinks: observed, not judged.** Each exporter counts the bytes
+  clients read from its cache by the switch the reader sits behind
+  (`switchyard_xcache_served_bytes_total{client_switch}`): xrootd sends a
+  user-login record per client (its address; the config says
+  `xrd.network nodnr`) and the f-stream (`xrootd.monitor ... fstat N lfn
+  xfr 1 dest fstat user ...`: file opens with the reader's dictid, each open
+  file's bytes read so far every interval, closes), and the exporter looks the
+  address up in the pool's client map (ConfigMap `<pool>-clients`, mounted in
+  the sidecar: every Node's InternalIPs and `spec.podCIDR(s)` by the
+  facility's switch label, re-read when it changes, outside the pods' config
+  checksum). From the same reads as above the operator exports
+  `switchyard_observed_uplink_gbps{switch, direction}` beside the plan's
+  `switchyard_plan_uplink_gbps`: `out` of switch S is what S's caches serve
+  to readers on other switches; `in` to switch T is what caches elsewhere
+  serve to T's readers plus what T's caches fetch from the origin. `out` is
+  exported once S's planned hosts are measured, `in` once every planned host
+  is (any cache may serve T's readers). The dashboard shows both
+  ("Uplink load per direction: predicted vs observed", and the observed
+  utilisation in "Uplink utilisation: predicted vs observed"); drift is
+  still judged on the bytes served per switch only.
+- **Not observed.** Readers whose address is in no Node's InternalIPs or pod
+  CIDR (outside the cluster, or a pod network the Node does not announce)
+  count as `client_switch="unknown"` and in no uplink; so do bytes of files
+  opened before the exporter started. Bytes are counted when xrootd reports
+  them (every report interval for open files, 10 s), as read by the client
+  (XRootD 5.5 may count a few re-sent pages of a cold read), without TCP/IP
+  overhead. Traffic that is not an XRootD read from a cache (workers talking
+  to the scheduler, S3 staging, origin traffic of other sites) is not seen:
+  a switch's own counters, if the site scrapes them, remain the direct check.
 
 `switchyard_prediction_ratio` is observed ÷ predicted where the prediction is
 at least `SWITCHYARD_DRIFT_FLOOR_GBPS` (1 Gbps). A switch whose ratio stays
