@@ -12,12 +12,14 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
 
+from switchyard.drift import DriftRules, observed_uplinks, parse_flows, record_flows
 from switchyard.exporterspec import exporter_args
 
 pytestmark = pytest.mark.integration
@@ -76,6 +78,9 @@ def test_bytes_are_counted_under_the_readers_switch(xrd_base, xrootd_account, re
         local_size, remote_size = 1 * MIB + 3, 4 * MIB + 7
         local_lfn = origin.put("local.bin", os.urandom(local_size))
         remote_lfn = origin.put("remote.bin", os.urandom(remote_size))
+        wait_until(lambda: parse_flows(exporter.scrape()), timeout=30, interval=0.2, what="a first summary")
+        # The operator's view: one read of the exporter before the readers, one after (drift.py, pure).
+        history = record_flows({}, parse_flows(exporter.scrape()), time.monotonic(), keep_seconds=600)
         result = xrdcp(cache.url_for(local_lfn), xrd_base / "local.out")
         assert result.returncode == 0, result.stderr
         remote = subprocess.run(
@@ -94,6 +99,22 @@ def test_bytes_are_counted_under_the_readers_switch(xrd_base, xrootd_account, re
         assert local_size <= served["local"] < local_size + MIB
         assert remote_size <= served["remote"] < remote_size + MIB
         assert served["unknown"] == 0
+
+        def origin_counted() -> bool:
+            return parse_flows(exporter.scrape())[0].origin_bytes >= local_size + remote_size
+
+        wait_until(origin_counted, timeout=30, interval=0.5, what="both origin fetches in the exporter")
+        [flows] = parse_flows(exporter.scrape())
+        history = record_flows(history, [flows], now := time.monotonic(), keep_seconds=600)
+        span = now - history[("fast", "cache-host-1")][0].seen
+        uplinks = observed_uplinks(history, {"local": [("fast", "cache-host-1")], "remote": []}, now,
+                                   DriftRules(window_seconds=span + 1, stale_seconds=600))
+        gbps = lambda count: count * 8 / span / 1e9  # noqa: E731
+        # Out of 'local': only what the remote reader read; into 'remote': the same; into 'local': origin fills.
+        assert uplinks[("local", "out")] == pytest.approx(gbps(flows.served["remote"]), rel=1e-9)
+        assert uplinks[("remote", "in")] == pytest.approx(gbps(flows.served["remote"]), rel=1e-9)
+        assert uplinks[("local", "in")] == pytest.approx(gbps(flows.origin_bytes), rel=1e-9)
+        assert uplinks[("remote", "out")] == 0
     finally:
         cache.daemon.stop()
         exporter.stop()
