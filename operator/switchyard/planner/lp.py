@@ -91,11 +91,12 @@ class LinearModel:
 
     def row(self, terms: Iterable[tuple[int, float]] | dict[int, float], lb: float = -INF, ub: float = INF) -> int:
         items = terms.items() if isinstance(terms, dict) else terms
-        self._row_start.append(len(self._cols))
+        cols, vals = self._cols, self._vals
+        self._row_start.append(len(cols))
         for col, coef in items:
             if coef:
-                self._cols.append(col)
-                self._vals.append(coef)
+                cols.append(col)
+                vals.append(coef)
         self.row_lb.append(lb)
         self.row_ub.append(ub)
         return len(self.row_lb) - 1

@@ -179,8 +179,10 @@ def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int],
     """Workers that fit nowhere on their switch (and workers the plan left unplaced, keyed (fleet, None))
     go to nodes with room elsewhere: ring readers there, unless they join local readers of their fleet.
     `workers` and `hashed` are updated in place; what still fits nowhere is the shortfall (Pending)."""
-    free = {n: list(r) for n, r in packing.free.items()}
-    nodes = {n: dict(kinds) for n, kinds in packing.nodes.items()}
+    # copied on write: a few of tens of thousands of nodes take a relocated worker
+    free = dict(packing.free)
+    nodes = dict(packing.nodes)
+    touched: set[str] = set()
     later = dict(packing.later or {})
     switch_nodes = [[n for c in sw.classes for n in c.nodes] for sw in problem.switches]
     shortfall = {}
@@ -194,16 +196,18 @@ def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int],
                 continue
             if t in later:      # a switch the quick packing left out: packed now that its room is needed
                 pods, room = later.pop(t)()
-                nodes.update((n, dict(kinds)) for n, kinds in pods.items())
-                free.update((n, list(r)) for n, r in room.items())
+                nodes.update(pods)
+                touched.update(pods)
+                free.update((n, tuple(r)) for n, r in room.items())
             for name in switch_nodes[t]:
                 size = _size(problem, j, name)
                 take = min(short, _fit(free[name], size))
                 if not take:
                     continue
-                for i in range(4):
-                    free[name][i] -= take * size[i]
-                nodes.setdefault(name, {})[fleet.name] = nodes.get(name, {}).get(fleet.name, 0) + take
+                free[name] = tuple(r - take * z for r, z in zip(free[name], size))
+                kinds = nodes[name] = dict(nodes.get(name, {}))
+                kinds[fleet.name] = kinds.get(fleet.name, 0) + take
+                touched.add(name)
                 local = workers.get((j, t), 0) - hashed.get((j, t), 0) > 0 and fleet.pool is not None \
                     and (fleet.pool, t) in cache_nodes
                 workers[j, t] = workers.get((j, t), 0) + take
@@ -214,8 +218,7 @@ def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int],
                     break
         if short:
             shortfall[j, -1 if s is None else s] = short
-    return Packing({n: dict(sorted(v.items())) for n, v in sorted(nodes.items())}, shortfall,
-                   {n: tuple(r) for n, r in free.items()})
+    return Packing({n: dict(sorted(v.items())) if n in touched else v for n, v in sorted(nodes.items())}, shortfall, free)
 
 
 def _count(placed: dict[tuple[int, str], int]) -> dict[int, int]:

@@ -104,10 +104,13 @@ class Problem:
 
     def slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None = None) -> int:
         """Workers of `fleet` one node of the class holds (alone), optionally next to a cache."""
-        key = (fleet, id(node_class), cache_pool)
-        if key not in self._slots:
-            self._slots[key] = self._count_slots(fleet, node_class, cache_pool)
-        return self._slots[key]
+        # keyed by what the count depends on: classes alike on every switch are counted once
+        key = (fleet, cache_pool, fleet in node_class.fleets, node_class.cpu_millis, node_class.memory_bytes,
+               node_class.pods, node_class.nic_gbps)
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = self._count_slots(fleet, node_class, cache_pool)
+        return slots
 
     def _count_slots(self, fleet: int, node_class: NodeClass, cache_pool: int | None) -> int:
         if fleet not in node_class.fleets:
