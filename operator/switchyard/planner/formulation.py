@@ -87,6 +87,13 @@ class Formulation:
         return {v: 1.0 for v in self.caches.values()}
 
 
+# Past this many integers (a 20,000-node facility has ~17,000; the 5,000-node bench cases ~4,200) a
+# fleet's slot rows that a capacity row implies are left out (_switch_capacity): the same feasible
+# set with ~40% fewer rows. Smaller models keep them, and so their plans: fewer rows take the
+# simplex down another path, to another of the equally good points.
+PRUNE_LIMIT = 10_000
+
+
 def formulate(problem: Problem, mode: str, current: Current | None = None,
               shares: dict[int, dict[int, float]] | None = None) -> Formulation:
     """The model; in hashed mode with `shares` (pool -> switch -> its caches' share of the ring, see
@@ -123,8 +130,9 @@ def formulate(problem: Problem, mode: str, current: Current | None = None,
     caches_by_switch: dict[int, list] = {}
     for (p, s, k), v in fm.caches.items():
         caches_by_switch.setdefault(s, []).append((p, k, v))
+    prune = len(fm.integers()) > PRUNE_LIMIT
     for s, sw in enumerate(problem.switches):
-        _switch_capacity(fm, s, by_switch.get(s, {}), caches_by_switch.get(s, []))
+        _switch_capacity(fm, s, by_switch.get(s, {}), caches_by_switch.get(s, []), prune)
         here = caches_by_switch.get(s, [])      # (pool, class, variable): rows linear in switches
         for k, nc in enumerate(sw.classes):
             hosts = [(v, 1.0) for _, kk, v in here if kk == k]
@@ -181,13 +189,18 @@ def _workers(fm: Formulation):
     yield from fm.ring.items()
 
 
-def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], caches: list) -> None:
+def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], caches: list, prune: bool) -> None:
     """CPU, memory, pods and NIC per node class, and node-level slots per fleet and class.
 
     Each fleet's workers on the switch are split over its node classes by
     continuous variables: the counts stay integral per switch (what the
     operator realises), while mixed node types (CPU-bound here, pod-bound
     there) are each held to their own capacity.
+
+    prune: a fleet's slot row is left out where a capacity row implies it (the
+    fleet's slots are the whole usable capacity over its size, and a cache pod
+    takes no fewer): the same feasible set, and at 20,000 nodes 40% fewer rows
+    for every LP and MILP to carry (PRUNE_LIMIT).
     """
     problem, m = fm.problem, fm.model
     sw = problem.switches[s]
@@ -212,6 +225,7 @@ def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], cac
             (lambda j: 1, lambda p: 1, nc.pods),
             (lambda j: problem.read(j, nc), lambda p: problem.fill(p, nc), nc.nic_gbps),
         )
+        rows = []      # (worker size, usable capacity, pool -> a cache pod's coefficient) of each capacity row
         for worker_size, cache_size, capacity in dims:
             terms = [(v, c * worker_size(j)) for j in placed for v, c in placed[j]]
             if not terms:
@@ -224,16 +238,26 @@ def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], cac
             usable = _round_down(capacity, g)
             # scaled to the class capacity so HiGHS sees coefficients near 1
             scale = 1.0 / (capacity * nc.count)
-            m.row([(v, c * scale) for v, c in terms]
-                  + [(v, (usable - _round_down(capacity - cache_size(p), g)) * scale) for p, v in hosts],
+            pod = {p: usable - _round_down(capacity - cache_size(p), g) for p, _ in hosts}
+            m.row([(v, c * scale) for v, c in terms] + [(v, pod[p] * scale) for p, v in hosts],
                   ub=usable * nc.count * scale)
+            rows.append((worker_size, usable, pod))
             _levels(m, placed, hosts, worker_size, cache_size, capacity, nc)
         # Per fleet: workers fit node by node; a cache pod takes some of its node's slots.
         for j in placed:
             if placed[j]:
                 alone = problem.slots(j, nc)
-                m.row(placed[j] + [(v, alone - problem.slots(j, nc, cache_pool=p)) for p, v in hosts],
-                      ub=nc.count * alone)
+                taken = {p: alone - problem.slots(j, nc, cache_pool=p) for p, _ in hosts}
+                if prune and any(_implies(size(j), usable, pod, alone, taken) for size, usable, pod in rows):
+                    continue
+                m.row(placed[j] + [(v, taken[p]) for p, v in hosts], ub=nc.count * alone)
+
+
+def _implies(size: float, usable: float, pod: dict[int, float], alone: int, taken: dict[int, int]) -> bool:
+    """Whether a capacity row (workers' sizes + pod[p] per cache host <= usable per node) implies a
+    fleet's slot row (its workers + taken[p] per cache host <= alone per node): divided by the
+    fleet's size, its bound is no looser and its every coefficient no smaller (all variables >= 0)."""
+    return size > 0 and usable / size <= alone + 1e-9 and all(pod[p] / size >= t - 1e-9 for p, t in taken.items())
 
 
 def _levels(m, placed: dict, hosts: list, worker_size, cache_size, capacity: float, nc) -> None:

@@ -274,9 +274,9 @@ def test_a_replan_moves_more_than_staying_only_when_it_is_better():
         assert not better(stay, again), lost
 
 
-def a_large_facility():
+def a_large_facility(cpu: int = 64):
     """Enough (fleet, switch) integers for the large-model path (stages.EXACT_LIMIT)."""
-    switches = [switch(f"s{i:02d}", (40, 80, 100)[i % 3], nodes("w", count=6, cpu=64, nic=25),
+    switches = [switch(f"s{i:02d}", (40, 80, 100)[i % 3], nodes("w", count=6, cpu=cpu, nic=25),
                        *([nodes("c", count=2, cpu=32, nic=100, nvme=2)] if i % 2 == 0 else []))
                 for i in range(20)]
     fleets = [fleet(f"f{j}", replicas=60 + 10 * j, cores=(1, 2, 4, 8)[j % 4], memory=2 * (1, 2, 4, 8)[j % 4],
@@ -306,3 +306,46 @@ def test_large_models_replan_their_own_plan_stably_and_a_loss_only_for_gain():
         stay = staying(reduced, pools, fleets, first.placement)
         assert stay is not None
         assert after.moves <= stay.moves or better(after, stay), lost
+
+
+def test_slot_rows_left_out_of_a_large_model_are_implied_by_what_stays():
+    """formulation.PRUNE_LIMIT: every fleet slot row a large model leaves out holds at every point
+    of the model without it (its left side maximised over the LP relaxation stays within its bound),
+    so the bound and every stage see the same feasible set."""
+    from switchyard.planner import formulation
+    from switchyard.planner.problem import build_problem
+
+    # the rule: 30 cores a node hold 3 8-core workers (the CPU row allows 3.75), 15 2-core ones (as
+    # the CPU row); a cache pod taking 3 slots must take at least 3 workers' CPU in the CPU row too
+    assert not formulation._implies(8000, 30000, {}, 3, {})
+    assert formulation._implies(2000, 30000, {}, 15, {})
+    assert formulation._implies(2000, 30000, {0: 6000}, 15, {0: 3})
+    assert not formulation._implies(2000, 30000, {0: 4000}, 15, {0: 3})
+    topo, pools, fleets = a_large_facility(cpu=30)
+    problem = build_problem(topo, pools, fleets)
+    full = formulation.formulate(problem, "auto")
+    limit, formulation.PRUNE_LIMIT = formulation.PRUNE_LIMIT, 0
+    try:
+        pruned = formulation.formulate(problem, "auto")
+    finally:
+        formulation.PRUNE_LIMIT = limit
+
+    def rows(m):
+        ends = m._row_start[1:] + [len(m._cols)]
+        return [(tuple(m._cols[a:b]), tuple(m._vals[a:b]), lo, hi)
+                for a, b, lo, hi in zip(m._row_start, ends, m.row_lb, m.row_ub)]
+
+    kept = set(rows(pruned.model))
+    left_out = [r for r in rows(full.model) if r not in kept]
+    assert pruned.model.size == full.model.size
+    assert len(kept) + len(left_out) == len(full.model.row_lb) and left_out and len(kept) < len(rows(full.model))
+    for cols, vals, _, bound in left_out:
+        most = pruned.model.solve(dict(zip(cols, vals)), maximise=True, relax=True).objective
+        assert most <= bound + 1e-6 * max(1.0, bound), (cols, vals, bound, most)
+    # the plan on the pruned model still delivers what the full model's bound allows
+    limit, formulation.PRUNE_LIMIT = formulation.PRUNE_LIMIT, 0
+    try:
+        result = plan(topo, pools, fleets)
+    finally:
+        formulation.PRUNE_LIMIT = limit
+    assert result.predicted_gbps >= 0.99 * result.bound_gbps
