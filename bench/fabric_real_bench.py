@@ -13,7 +13,7 @@ readers ARE the pods the operator creates:
    XCache StatefulSets, the Dask scheduler and the workers on the real nodes;
 3. the caches warmed by one read of every file through its home cache; then a task
    pinned to each Dask worker runs `--streams` readers, each reading the files one
-   after another in an order of its own (xrdcp to /dev/null) through the cache the
+   after another in an order of its own (XRootD Python client) through the cache the
    worker's routing environment names (switchyard.routing.Router.from_env: the
    ring's home host of the file; node names are resolved by the bench, the cluster's
    DNS does not serve them);
@@ -57,7 +57,7 @@ import realnodes  # noqa: E402
 from fabric import cpu_times  # noqa: E402
 from fabric_real import WAN_ORIGIN_IP, Rates, RealFabric  # noqa: E402
 from harness import Cluster, start_operator, stop_operator  # noqa: E402
-from support import wait_ready  # noqa: E402
+from support import wait_for, wait_ready  # noqa: E402
 from switchyard.planner.fairshare import fair_share  # noqa: E402
 from switchyard.routing import Router  # noqa: E402
 from switchyard.topology import load_topology  # noqa: E402
@@ -70,6 +70,9 @@ CPU_LIMIT = 0.75
 # NVMe nodes hold the caches only: neither a worker nor the Dask scheduler takes the CPU a cache needs.
 CACHE_TAINT = "switchyard.dev/cache-host=true:NoSchedule"
 CACHE_TOLERATION = {"key": "switchyard.dev/cache-host", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+# The Dask scheduler the bench runs (a pod beside a cache: a 2-CPU worker node then has room for the
+# surge pod of a rolling update, which the fleet's own 1-CPU scheduler would take).
+SCHEDULER = f"tcp://dask-scheduler.{NAMESPACE}.svc.cluster.local:8786"
 XCACHE_IMAGE, DASK_IMAGE = "localhost/switchyard-xcache:0.1.0", "localhost/switchyard-dask:0.1.0"
 
 # Runs in a worker pod: a Dask client that pins one reading task to each worker.
@@ -80,7 +83,7 @@ from distributed import Client
 def read_files(config, stream_count, seconds, seed):
     # On the worker: `stream_count` readers, each the files in an order of its own, through the
     # cache the worker's routing environment names for each file (its ring home).
-    import os, random, socket, subprocess, threading, time
+    import os, random, socket, threading, time
     from urllib.parse import urlsplit
     from switchyard.routing import Router
     router = Router.from_env()
@@ -88,13 +91,30 @@ def read_files(config, stream_count, seconds, seed):
     def url_of(path):
         url = urlsplit(router.route(config["origin"] + "/" + path))
         name = url.hostname
-        return name, f"root://{config['hosts'][name]}:{url.port}/{url.path}"
+        return name, f"root://{config['hosts'][name]}:{url.port}//" + url.path.lstrip("/")
+    def read(url):
+        # The XRootD client's Python bindings (in the worker image), in 8 MiB reads: no process per file.
+        from XRootD import client
+        f = client.File()
+        status, _ = f.open(url)
+        if not status.ok:
+            return False
+        offset = 0
+        while True:
+            status, data = f.read(offset, 8 << 20)
+            if not status.ok:
+                return False
+            if not data:
+                break
+            offset += len(data)
+        f.close()
+        return offset > 0
     reads, stop = [], time.time() + seconds
     if config["warm"]:   # every file once, one after another
         for path in config["files"]:
             host, url = url_of(path)
             t0 = time.time()
-            ok = subprocess.run(["xrdcp", "-f", "-s", url, "/dev/null"], capture_output=True).returncode == 0
+            ok = read(url)
             reads.append([0, path, host, round(t0, 3), round(time.time(), 3), ok])
         return {"pod": pod, "endpoint_env": os.environ.get("SWITCHYARD_ROUTING"), "reads": reads}
     def stream(i):
@@ -107,7 +127,7 @@ def read_files(config, stream_count, seconds, seed):
                     break
                 host, url = url_of(path)
                 t0 = time.time()
-                ok = subprocess.run(["xrdcp", "-f", "-s", url, "/dev/null"], capture_output=True).returncode == 0
+                ok = read(url)
                 reads.append([i, path, host, round(t0, 3), round(time.time(), 3), ok])
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(stream_count)]
     for t in threads:
@@ -150,19 +170,44 @@ def facility(origin: str, args) -> dict:
                 "tolerations": [realnodes.TOLERATION, CACHE_TOLERATION],
             }],
             "fleets": [{"name": "dask", "image": DASK_IMAGE, "replicas": args.workers, "cores": 1,
-                        "memoryGiB": 1, "readGbps": 25, "dask": {"createScheduler": True},
+                        "memoryGiB": 1, "readGbps": 25, "dask": {"schedulerAddress": SCHEDULER},
                         "tolerations": [realnodes.TOLERATION]}],
         },
     }
 
 
-def pods(cluster: Cluster) -> tuple[list[dict], list[dict], str]:
-    everything = cluster.kube.list("Pod", NAMESPACE)
-    caches = [p for p in everything if p["metadata"]["name"].startswith("af-xcache-")]
-    workers = [p for p in everything if p["metadata"]["name"].startswith("af-dask-")
-               and "scheduler" not in p["metadata"]["name"]]
-    args = workers[0]["spec"]["containers"][0].get("args", []) if workers else []
-    return caches, workers, next((a for a in args if a.startswith("tcp://")), "")
+def scheduler(cache_node: str) -> list[dict]:
+    """A Dask scheduler pod (and its Service) on a cache node, from the worker image."""
+    labels = {"app": "dask-scheduler"}
+    return [{
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dask-scheduler", "namespace": NAMESPACE, "labels": labels},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": cache_node},
+                 "tolerations": [realnodes.TOLERATION, CACHE_TOLERATION],
+                 "containers": [{"name": "scheduler", "image": DASK_IMAGE, "imagePullPolicy": "Never",
+                                 "command": ["dask", "scheduler", "--port", "8786", "--no-dashboard"],
+                                 "ports": [{"containerPort": 8786}],
+                                 "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}]},
+    }, {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "dask-scheduler", "namespace": NAMESPACE},
+        "spec": {"selector": labels, "ports": [{"port": 8786, "targetPort": 8786}]},
+    }]
+
+
+def ready(pod: dict) -> bool:
+    statuses = pod.get("status", {}).get("containerStatuses") or [{"ready": False}]
+    return not pod["metadata"].get("deletionTimestamp") and all(c["ready"] for c in statuses)
+
+
+def pods(cluster: Cluster, replicas: int) -> tuple[list[dict], list[dict]]:
+    """The cache pods and worker pods once every one is Ready and no rollout is left (no other pod)."""
+    def settled():
+        everything = cluster.kube.list("Pod", NAMESPACE)
+        caches = [p for p in everything if p["metadata"]["name"].startswith("af-xcache-")]
+        workers = [p for p in everything if p["metadata"]["name"].startswith("af-dask-")]
+        if len(workers) == replicas and caches and all(ready(p) for p in caches + workers):
+            return caches, workers
+        return None
+    return wait_for(settled, timeout=300, interval=2, what=f"{replicas} Ready workers and Ready caches, no rollout")
 
 
 def env_of(pod: dict) -> dict[str, str]:
@@ -195,11 +240,11 @@ def window(fabric: RealFabric, seconds: float) -> dict:
             "load1": round(os.getloadavg()[0], 2)}
 
 
-def prediction(topology, nodes: dict[str, dict], workers: list[dict], files: list[str], read_gbps: float,
+def prediction(topology, nodes: list[realnodes.RealNode], workers: list[dict], files: list[str], read_gbps: float,
                origin_url: str) -> tuple[object, dict]:
     """The fair share with each worker's actual split of the files over the ring's hosts."""
-    switch_of = {n: info["switch"] for n, info in nodes.items()}
-    nic = {h.name: h.nic_gbps for h in topology.hosts}
+    switch_of = {n.name: n.switch for n in nodes}
+    nic = {n.name: n.nic_gbps for n in nodes}
     streams, splits = [], {}
     for w in workers:
         router = Router.from_env(env_of(w))
@@ -208,7 +253,7 @@ def prediction(topology, nodes: dict[str, dict], workers: list[dict], files: lis
         splits[w["spec"]["nodeName"]] = shares
         streams.append((w["spec"]["nodeName"], read_gbps, shares))
     fair = fair_share(switch_of, {s.name: s.uplink_gbps for s in topology.switches},
-                      {n: (nic[n], nic[n]) for n in nodes}, streams)
+                      {n: (gbps, gbps) for n, gbps in nic.items()}, streams)
     return fair, splits
 
 
@@ -246,6 +291,7 @@ def teardown(cluster_name: str, operator: subprocess.Popen | None = None) -> lis
 def bench(args) -> dict:
     topology = load_topology(yaml.safe_load(TOPOLOGY.read_text()), str(TOPOLOGY))
     nodes = realnodes.from_topology(TOPOLOGY)
+    scheduler_node = next(n.name for n in nodes if n.nvme_disks)
     started = time.time()
     meta = {"started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "load_start": os.getloadavg()[0],
             "scale_mbit_per_gbps": args.scale, "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}",
@@ -263,10 +309,13 @@ def bench(args) -> dict:
         real.nodes = json.loads((real.state / "nodes.json").read_text())
         real.switches = {info["switch"]: int(info["address"].split(".")[2]) for info in real.nodes.values()}
     else:
-        real.up(nodes, images=["pause", "operator"])
-        # Only NVMe nodes can hold a cache, and a cache leaves no room for a worker or the scheduler beside it.
+        real.up(nodes, images=["pause"])
+    if not args.reuse or args.reimport:
+        # The exporter sidecar and init containers need the operator image everywhere; caches go on NVMe
+        # nodes only, workers elsewhere, and the bench's Dask scheduler on the first NVMe node.
+        real.import_images(["operator"])
         real.import_images(["xcache"], [n.name for n in nodes if n.nvme_disks])
-        real.import_images(["dask"], [n.name for n in nodes if not n.nvme_disks])
+        real.import_images(["dask"], [n.name for n in nodes if not n.nvme_disks] + [scheduler_node])
     meta["real_nodes_up_seconds"] = round(time.monotonic() - t0, 1)
     for node in nodes:
         if node.nvme_disks:
@@ -278,46 +327,53 @@ def bench(args) -> dict:
     if not args.no_shaping:
         fabric.shape(rates)
     rng = random.Random(args.seed)
-    files = [f"data/f{i:03d}.bin" for i in range(args.files)]
+    files = [f"data/{args.file_mib}m/f{i:03d}.bin" for i in range(args.files)]
     if args.reuse:
         # The origin a --keep run left (found by its state path, stopped by its pid).
         realnodes._kill([pid for pid, cmd in realnodes._processes(str(real.state / "origin")) if "xrootd" in cmd])
+    # Its readiness check (xrdfs) must not wait out the client's 120 s connection window on a refused connect.
+    os.environ.update(XRD_CONNECTIONWINDOW="2", XRD_CONNECTIONRETRY="1")
     origin = real.start_origin({f: rng.randbytes(args.file_mib * 2**20) for f in files}, port=ORIGIN_PORT,
                                netns=fabric.wan_ns, ip=WAN_ORIGIN_IP)
+    for key in ("XRD_CONNECTIONWINDOW", "XRD_CONNECTIONRETRY"):
+        os.environ.pop(key)
     origin_url = f"root://{origin}/"
     # Sidecars and init containers from the operator image the nodes have (not the registry's name).
     operator = start_operator(kubeconfig, real.logs / "operator.log",
                               SWITCHYARD_EXPORTER_IMAGE="localhost/switchyard:0.1.0")
     if args.reuse:   # the operator removes its finalizers
         cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
+        shutil.rmtree(DISK, ignore_errors=True)   # cold caches
     result = {"meta": meta, "rates_mbit": {"uplink": rates.uplink, "nic": rates.nic, "wan": rates.wan}}
     try:
         cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+        for obj in scheduler(scheduler_node):
+            cluster.kube.apply(obj)
         cluster.kube.apply(facility(origin, args))
         af = wait_ready(cluster, NAMESPACE, timeout=args.timeout)
         result["status"] = af.get("status", {})
-        caches, workers, scheduler = pods(cluster)
+        caches, workers = pods(cluster, args.workers)
         placement = {"caches": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in caches},
                      "workers": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in workers},
-                     "scheduler": scheduler}
+                     "scheduler": SCHEDULER}
         log(f"placed: {placement}")
         result["placement"] = placement
         hosts = {n: info["address"] for n, info in real.nodes.items()}
         base = {"files": files, "hosts": hosts, "origin": origin_url.rstrip("/"), "streams": args.streams,
                 "seed": args.seed}
         t0 = time.monotonic()
-        warm = finish(run_client(cluster, workers[0], scheduler, {**base, "warm": True, "seconds": 0}),
+        warm = finish(run_client(cluster, workers[0], SCHEDULER, {**base, "warm": True, "seconds": 0}),
                       timeout=len(files) * (args.file_mib * 8 / (topology.wan_gbps * args.scale) + 2) + 120)
         result["warm"] = {"seconds": round(time.monotonic() - t0, 1), "reads": len(warm[0]["reads"]),
                           "failed": sum(1 for r in warm[0]["reads"] if not r[5])}
         log(f"warm: {result['warm']}")
-        fair, splits = prediction(topology, real.nodes, workers, files, 25.0, origin_url.rstrip("/"))
+        fair, splits = prediction(topology, nodes, workers, files, 25.0, origin_url.rstrip("/"))
         result["split"] = splits
         result["fair_share"] = {"delivered_gbps": fair.delivered_gbps, "uplinks": fair.uplinks,
                                 "served": fair.served, "saturated": list(fair.saturated)}
         seconds = args.warmup + args.windows * args.window_seconds + 15
         c0 = fabric.counters()
-        proc = run_client(cluster, workers[0], scheduler, {**base, "warm": False, "seconds": seconds})
+        proc = run_client(cluster, workers[0], SCHEDULER, {**base, "warm": False, "seconds": seconds})
         time.sleep(args.warmup)
         windows = []
         for i in range(args.windows):
@@ -377,11 +433,11 @@ def report(result: dict) -> str:
         "against the cluster): the XCache StatefulSets' pods (real xrootd from the rendered ConfigMap, host network), "
         "the Dask scheduler and the WorkerFleet's Dask workers. One Dask task pinned to each worker runs "
         f"{result['args']['streams']} readers, each reading the files one after another in an order of its own with "
-        "`xrdcp` (the XRootD client in the worker image) to /dev/null, through the cache the worker's routing "
+        "the XRootD client's Python bindings (in the worker image; 8 MiB reads, bytes discarded), through the cache the worker's routing "
         "environment names for the file (switchyard.routing.Router.from_env: the file's home on the published ring).",
         "- Origin: a real xrootd in a namespace of its own behind a shaped WAN veth.",
-        "- Bytes: interface counters (`ip -s link`) of each node's eth0, each switch bridge (tx = into the switch, "
-        "rx = out of it) and the origin's eth0; frames, as HTB counts them, so they compare with link Gbps.",
+        "- Bytes: interface counters (`ip -s link`) of each node's eth0, each switch bridge's tx (into the switch) "
+        "and its IFB's tx (out of it), after the shapers, and the origin's eth0; frames, as HTB counts them, so they compare with link Gbps.",
         "",
         "## What was not",
         "",
@@ -391,7 +447,9 @@ def report(result: dict) -> str:
         "address): the real-node cluster's CoreDNS serves only cluster.local.",
         "- The two cache hosts share one host directory for their disk (one machine); with hashed routing each "
         "file is cached by its home host only.",
-        "- The Dask scheduler is the fleet's own (createScheduler); the client submitting the tasks runs in a worker pod.",
+        "- The Dask scheduler is a pod the bench runs beside a cache (the fleet names it in `schedulerAddress`): "
+        "the fleet's own would take the second CPU of a worker node, where a rolling update's surge pod must fit. "
+        "The client submitting the tasks runs in a worker pod.",
         "",
         "## Placement (the operator's plan, as the pods landed)",
         "",
@@ -424,14 +482,19 @@ def report(result: dict) -> str:
         f"≤ {s['softirq_cores_max']:.2f} cores, load ≤ {s['load_max']:.2f}: "
         + ("**valid**." if s["valid"] else "**INVALID** (a window over the limit)."),
         "",
-        "| uplink | measured out | fair out | measured in | fair in | capacity |",
-        "|---|---|---|---|---|---|",
+        "Uplinks (Gbps; fair: the files' split; plan fair / LP: status.plan.switches' fairOut/fairIn and outGbps/inGbps):",
+        "",
+        "| uplink | measured out | fair out | plan fair out | LP out | measured in | fair in | plan fair in | LP in "
+        "| capacity |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    by_switch = {sp.get("name"): sp for sp in plan.get("switches", [])}
     for sw, m in s["uplinks"].items():
-        f = fair["uplinks"].get(sw, {})
+        f, sp = fair["uplinks"].get(sw, {}), by_switch.get(sw, {})
         cap = result["rates_mbit"]["uplink"][sw] / meta["scale_mbit_per_gbps"]
-        lines.append(f"| {sw} | {m['out']:.2f} | {f.get('out', 0):.2f} | {m['in']:.2f} | {f.get('in', 0):.2f} "
-                     f"| {cap:g} |")
+        lines.append(f"| {sw} | {m['out']:.2f} | {f.get('out', 0):.2f} | {sp.get('fairOutGbps', '-')} | "
+                     f"{sp.get('outGbps', '-')} | {m['in']:.2f} | {f.get('in', 0):.2f} | {sp.get('fairInGbps', '-')} | "
+                     f"{sp.get('inGbps', '-')} | {cap:g} |")
     lines += ["", "| node | out (Gbps) | in (Gbps) | fair share served |", "|---|---|---|---|"]
     for node, m in s["hosts"].items():
         lines.append(f"| {node} | {m['out']:.2f} | {m['in']:.2f} | {fair['served'].get(node, '')} |")
@@ -453,9 +516,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", default="sy-fabreal")
     parser.add_argument("--scale", type=float, default=6.0, help="Mbit/s per model Gbps")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--streams", type=int, default=3, help="readers per Dask worker")
+    parser.add_argument("--streams", type=int, default=4, help="readers per Dask worker")
     parser.add_argument("--files", type=int, default=16)
-    parser.add_argument("--file-mib", type=int, default=4)
+    parser.add_argument("--file-mib", type=int, default=16)
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--window-seconds", type=float, default=10.0)
@@ -463,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=420.0)
     parser.add_argument("--no-shaping", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="reuse the cluster and nodes a --keep run left")
+    parser.add_argument("--reimport", action="store_true", help="with --reuse: import the images again")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up (then: `down`)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "fabric-real.md"))
     args = parser.parse_args(argv)

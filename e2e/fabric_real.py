@@ -14,8 +14,8 @@ shapes its own, HTB on the egress of each direction, without changing how it is 
 
 Everything lives in the cluster's `syr-<cluster>-*` namespaces, so realnodes.down() removes
 it; with no call to shape() the real-node network is exactly realnodes.py's.
-Counters: brS's tx/rx are the uplink's in/out (control traffic to the API server included,
-it is small), a node's eth0 its NIC, the origin's eth0 the WAN.
+Counters, after the shapers: brS's tx is the uplink in, ifbS's tx the uplink out (control traffic to
+the API server included, it is small); a node's eth0 its NIC, the origin's eth0 the WAN.
 """
 
 from __future__ import annotations
@@ -100,9 +100,13 @@ class RealFabric:
     def counters(self) -> dict[str, tuple[int, int]]:
         """Bytes (out, in): "uplink:<switch>" (out of / into the switch), "host:<node>", "wan" (origin's side)."""
         out = {}
-        for switch in self.real.switches:
-            tx, rx = _bytes(self.fabric, self.bridge(switch))
-            out[f"uplink:{switch}"] = (rx, tx)
+        for switch, index in self.real.switches.items():
+            into, _ = _bytes(self.fabric, self.bridge(switch))   # sent onto the bridge, after its shaper
+            # Out of the switch: what ifbS sent on, after the shaper (brS's rx counts before it, drops included);
+            # without shaping, what brS received.
+            shaped = realnodes._ip("-n", self.fabric, "link", "show", f"ifb{index}", check=False).returncode == 0
+            out_of = _bytes(self.fabric, f"ifb{index}")[0] if shaped else _bytes(self.fabric, self.bridge(switch))[1]
+            out[f"uplink:{switch}"] = (out_of, into)
         for node, info in self.real.nodes.items():
             out[f"host:{node}"] = _bytes(info["netns"], "eth0")
         out["wan"] = _bytes(self.wan_ns, "eth0")
