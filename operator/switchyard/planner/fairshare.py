@@ -63,7 +63,10 @@ class Filling:
 
 def progressive_filling(capacity: Mapping[str, float], streams: Sequence[Stream]) -> Filling:
     """Max-min fair rates. Links missing from `capacity` do not limit (nor are they reported)."""
-    uses = [{link: a for link, a in s.uses.items() if a > _TINY and link in capacity} for s in streams]
+    # streams of one switch's readers of a ring share their uses (readers(), streams_of): filtered once
+    kept: dict[int, dict[str, float]] = {}
+    uses = [kept.get(id(s.uses)) or kept.setdefault(id(s.uses), {link: a for link, a in s.uses.items()
+                                                               if a > _TINY and link in capacity}) for s in streams]
     active = {i for i, s in enumerate(streams) if s.demand_gbps > 0 and s.count > 0}
     weight: dict[str, float] = {}                # link -> Gbps it gains per Gbps every active flow gains
     users: dict[str, set[int]] = {}
@@ -175,6 +178,17 @@ def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         _add(use, "wan", miss[pool])
         return use
 
+    # Every fleet's readers of a pool on a switch read alike (the same hosts, the same links): their
+    # shares and uses are built once and shared (at 20,000 nodes a ring has hundreds of hosts).
+    alike: dict[tuple[str, str, bool], tuple[dict, dict]] = {}
+
+    def reading(pool: str, sw: str, ring: bool, shares: Mapping[str, float]) -> tuple[dict, dict]:
+        key = (pool, sw, ring)
+        if key not in alike:
+            shares = {h: a for h, a in shares.items() if a > 0}
+            alike[key] = (shares, {h: uses(pool, sw, h) for h in shares})
+        return alike[key]
+
     reads = flow.worker_reads(topology, fleets)
     groups, demand = [], 0.0
     for fleet in fleets:
@@ -189,22 +203,27 @@ def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
             ring = flow.ring_readers(placement, fleet.name, sw, bool(local))
             rate = reads[fleet.name].get(sw, fleet.body.read_gbps)
             demand += count * rate
-            for n, shares in ((count - ring, dict.fromkeys(local, 1.0 / len(local) if local else 0.0)),
-                              (ring, rings[pool])):
-                shares = {h: a for h, a in shares.items() if a > 0}
-                if n > 0 and shares:       # without a cache host a reader reads nothing
-                    groups.append(ReaderGroup(n, rate, shares, {h: uses(pool, sw, h) for h in shares}))
+            for n, hashed, shares in ((count - ring, False, dict.fromkeys(local, 1.0 / len(local) if local else 0.0)),
+                                      (ring, True, rings[pool])):
+                if n <= 0:
+                    continue
+                shares, used = reading(pool, sw, hashed, shares)
+                if shares:       # without a cache host a reader reads nothing
+                    groups.append(ReaderGroup(n, rate, shares, used))
     return Readers(capacity, uplink, switch_of, tuple(groups), demand, rings)
 
 
 def streams_of(groups: Sequence[ReaderGroup]) -> list[Stream]:
     """One stream per reader group: every link it uses, weighted by the share of its bytes from each host."""
     streams = []
+    summed: dict[int, dict[str, float]] = {}      # groups that share their uses (readers()) share the sum
     for g in groups:
-        use: dict[str, float] = {}
-        for host, share in g.shares.items():
-            for link, a in g.uses[host].items():
-                _add(use, link, share * a)
+        use = summed.get(id(g.uses))
+        if use is None:
+            use = summed[id(g.uses)] = {}
+            for host, share in g.shares.items():
+                for link, a in g.uses[host].items():
+                    _add(use, link, share * a)
         streams.append(Stream(g.demand_gbps, use, g.count))
     return streams
 
