@@ -324,6 +324,7 @@ def bench(args) -> dict:
     fabric.wan_up()
     rates = Rates(uplink={s.name: s.uplink_gbps * args.scale for s in topology.switches},
                   nic={n.name: n.nic_gbps * args.scale for n in nodes}, wan=topology.wan_gbps * args.scale)
+    fabric.switch_local_routes()
     if not args.no_shaping:
         fabric.shape(rates)
     rng = random.Random(args.seed)
@@ -436,6 +437,9 @@ def report(result: dict) -> str:
         "the XRootD client's Python bindings (in the worker image; 8 MiB reads, bytes discarded), through the cache the worker's routing "
         "environment names for the file (switchyard.routing.Router.from_env: the file's home on the published ring).",
         "- Origin: a real xrootd in a namespace of its own behind a shaped WAN veth.",
+        "- Routes: each node reaches the pod subnets of its own switch's nodes over the bridge (realnodes.py "
+        "routes them through the fabric, which made a cache's replies to a pod on the next node cross the uplink "
+        "twice; the first trial measured exactly that).",
         "- Bytes: interface counters (`ip -s link`) of each node's eth0, each switch bridge's tx (into the switch) "
         "and its IFB's tx (out of it), after the shapers, and the origin's eth0; frames, as HTB counts them, so they compare with link Gbps.",
         "",

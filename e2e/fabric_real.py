@@ -76,6 +76,20 @@ class RealFabric:
         for cidr in ("10.250.0.0/16", realnodes.POD_CIDR):
             ip("-n", ns, "route", "add", cidr, "via", WAN_FABRIC_IP)
 
+    def switch_local_routes(self) -> list[tuple[str, str, str]]:
+        """Pod subnets of the nodes on one's own switch, reached over the bridge.
+
+        realnodes.py routes every pod subnet through the fabric: a reply from a host-network cache to a
+        pod on the next node went up to the router and back down the same bridge, so it crossed (and was
+        shaped as) the uplink both ways. A switch delivers that traffic itself; so must the bench's."""
+        added = []
+        for node, info in self.real.nodes.items():
+            for other, peer in self.real.nodes.items():
+                if other != node and peer["switch"] == info["switch"]:
+                    realnodes._ip("-n", info["netns"], "route", "replace", peer["pod_subnet"], "via", peer["address"])
+                    added.append((node, peer["pod_subnet"], peer["address"]))
+        return added
+
     def shape(self, rates: Rates) -> None:
         run = realnodes._run
         for switch, mbit in rates.uplink.items():
