@@ -114,7 +114,10 @@ def solve(fm: Formulation) -> tuple[float, Solution, float | None]:
                 # a re-plan takes the first (today's counts first) within STAGE1_GAP of the best
                 gbps, counts, reached = next(t for t in tried if t[0] >= gbps * (1 - STAGE1_GAP))
             with _fixed(m, caches, counts):
-                return relaxed.objective, _boxed_stages(fm, workers, target, start, accept=0.0, reached=reached)[1], None
+                chosen = _boxed_stages(fm, workers, target, start, accept=0.0, reached=reached)[1]
+            if chosen is not None:
+                return relaxed.objective, chosen, None
+            # (the later stages found no point at the Gbps that box reached, numerically: the whole space below)
         first = _most_gbps(fm, relax=False, gap=STAGE1_GAP)
         pinned = m.mark()
         guide = _uncrossed(fm, _calm_then_stable(fm, first.objective, relax=True))
