@@ -400,9 +400,12 @@ def measure(label: str, namespace: str, selector: str, count: int, create, delet
     create()
     try:
         seconds = wait_running(watch, count, t0, timeout)
-    except TimeoutError:
+    except TimeoutError as late:
         delete()
-        wait_gone(namespace, selector)
+        try:
+            wait_gone(namespace, selector)
+        except TimeoutError as stuck:   # keep what the run reached: the start's timeout is the result
+            raise TimeoutError(f"{late}; after the delete, {stuck}") from None
         raise
     t1 = time.monotonic()
     log(f"{label}: {count} Running in {seconds:.1f}s")
@@ -594,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
                 r["kind"] = "dask"
             except TimeoutError as exc:  # recorded, not fatal: it is the comparison, not the subject
                 r = {"label": f"dask-kubernetes DaskCluster {name}", "kind": "dask-timeout", "pods": nd,
-                     "message": str(exc), "rss_peak_mib": round(drss.peak() / 2**20, 1),
+                     "message": str(exc), "timeout_seconds": args.timeout, "rss_peak_mib": round(drss.peak() / 2**20, 1),
                      "loadavg": [round(x, 2) for x in os.getloadavg()]}
                 log(f"{name}: {exc}")
             wait_gone(DASK_NS, "dask.org/cluster-name")
@@ -698,6 +701,12 @@ def write_report(results: dict, out: pathlib.Path) -> None:
     for i, (x, y) in enumerate(zip(a_small or a, c), 1):
         lines.append(f"- repeat {i}: (a) switchyard / (c) dask-kubernetes, {nd} workers: {x:.1f} s / {y:.1f} s = "
                      f"**{x / y:.2f}**")
+    for r in runs:
+        if r["kind"] == "dask-timeout" and r.get("timeout_seconds") and (a_small or a):
+            x = (a_small or a)[0]
+            lines.append(f"- (c) dask-kubernetes did not have all {nd} workers Running within {r['timeout_seconds']:.0f} s: "
+                         f"(a) ÷ (c) < {x:.1f} s / {r['timeout_seconds']:.0f} s = **{x / r['timeout_seconds']:.2f}**"
+                         + (f" ({r['note']})" if r.get("note") else ""))
     if not c and not any(r["kind"] == "dask-timeout" for r in runs):
         lines.append("- (c) dask-kubernetes: no run in this session (`--skip-dask`, or the session was stopped before it)")
     for r in runs:
