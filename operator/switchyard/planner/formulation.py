@@ -131,8 +131,9 @@ def formulate(problem: Problem, mode: str, current: Current | None = None,
     for (p, s, k), v in fm.caches.items():
         caches_by_switch.setdefault(s, []).append((p, k, v))
     prune = len(fm.integers()) > PRUNE_LIMIT
+    recipes: dict = {}      # a node class's rows by what they depend on, shared by the switches alike
     for s, sw in enumerate(problem.switches):
-        _switch_capacity(fm, s, by_switch.get(s, {}), caches_by_switch.get(s, []), prune)
+        _switch_capacity(fm, s, by_switch.get(s, {}), caches_by_switch.get(s, []), prune, recipes)
         here = caches_by_switch.get(s, [])      # (pool, class, variable): rows linear in switches
         for k, nc in enumerate(sw.classes):
             hosts = [(v, 1.0) for _, kk, v in here if kk == k]
@@ -189,7 +190,8 @@ def _workers(fm: Formulation):
     yield from fm.ring.items()
 
 
-def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], caches: list, prune: bool) -> None:
+def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], caches: list, prune: bool,
+                     recipes: dict) -> None:
     """CPU, memory, pods and NIC per node class, and node-level slots per fleet and class.
 
     Each fleet's workers on the switch are split over its node classes by
@@ -204,7 +206,6 @@ def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], cac
     """
     problem, m = fm.problem, fm.model
     sw = problem.switches[s]
-    fleets, pools = problem.fleets, problem.pools
     if not workers:
         return
     split: dict[tuple[int, int], int] = {}
@@ -219,38 +220,53 @@ def _switch_capacity(fm: Formulation, s: int, workers: dict[int, list[int]], cac
         hosts = [(p, v) for p, kk, v in caches if kk == k]
         placed = {j: ([(split[j, k], 1.0)] if (j, k) in split else []) if len(sw.classes) > 1
                   else [(v, 1.0) for v in workers[j]] for j in workers}
-        dims = (
-            (lambda j: fleets[j].cpu_millis, lambda p: pools[p].cpu_millis, nc.cpu_millis),
-            (lambda j: fleets[j].memory_bytes, lambda p: pools[p].memory_bytes, nc.memory_bytes),
-            (lambda j: 1, lambda p: 1, nc.pods),
-            (lambda j: problem.read(j, nc), lambda p: problem.fill(p, nc), nc.nic_gbps),
-        )
-        rows = []      # (worker size, usable capacity, pool -> a cache pod's coefficient) of each capacity row
-        for worker_size, cache_size, capacity in dims:
-            terms = [(v, c * worker_size(j)) for j in placed for v, c in placed[j]]
-            if not terms:
-                continue
-            # Workers fill a node in multiples of their sizes' granule: what a node holds is its
-            # capacity rounded down to it (with a cache pod, what the pod leaves rounded down).
-            # Valid node by node, so summed over the class; it keeps the model from counting on
-            # slivers no worker fits in (the packing found them missing, at great cost).
-            g = granule([worker_size(j) for j in placed if placed[j]])
-            usable = _round_down(capacity, g)
-            # scaled to the class capacity so HiGHS sees coefficients near 1
-            scale = 1.0 / (capacity * nc.count)
-            pod = {p: usable - _round_down(capacity - cache_size(p), g) for p, _ in hosts}
-            m.row([(v, c * scale) for v, c in terms] + [(v, pod[p] * scale) for p, v in hosts],
-                  ub=usable * nc.count * scale)
-            rows.append((worker_size, usable, pod))
-            _levels(m, placed, hosts, worker_size, cache_size, capacity, nc)
-        # Per fleet: workers fit node by node; a cache pod takes some of its node's slots.
-        for j in placed:
-            if placed[j]:
-                alone = problem.slots(j, nc)
-                taken = {p: alone - problem.slots(j, nc, cache_pool=p) for p, _ in hosts}
-                if prune and any(_implies(size(j), usable, pod, alone, taken) for size, usable, pod in rows):
-                    continue
-                m.row(placed[j] + [(v, taken[p]) for p, v in hosts], ub=nc.count * alone)
+        in_class = tuple(j for j in placed if placed[j])
+        key = (nc.cpu_millis, nc.memory_bytes, nc.pods, nc.nic_gbps, nc.count, nc.fleets, in_class,
+               tuple(p for p, _ in hosts), prune)
+        if key not in recipes:        # switches alike share their rows' coefficients (20,000 nodes: 400 -> ~130)
+            recipes[key] = _class_rows(problem, nc, in_class, [p for p, _ in hosts], prune)
+        host_of = dict(hosts)
+        for by_fleet, by_pool, ub in recipes[key]:
+            m.row([(v, c * coef) for j, coef in by_fleet for v, c in placed[j]]
+                  + [(host_of[p], coef) for p, coef in by_pool], ub=ub)
+
+
+def _class_rows(problem: Problem, nc, fleets_here: tuple[int, ...], pools_here: list[int], prune: bool) -> list:
+    """A node class's capacity, level and slot rows as (fleet -> coefficient per worker, pool ->
+    coefficient per cache host, upper bound): what depends only on the class and who may be on it."""
+    fleets, pools = problem.fleets, problem.pools
+    out = []
+    dims = (
+        (lambda j: fleets[j].cpu_millis, lambda p: pools[p].cpu_millis, nc.cpu_millis),
+        (lambda j: fleets[j].memory_bytes, lambda p: pools[p].memory_bytes, nc.memory_bytes),
+        (lambda j: 1, lambda p: 1, nc.pods),
+        (lambda j: problem.read(j, nc), lambda p: problem.fill(p, nc), nc.nic_gbps),
+    )
+    rows = []      # (worker size, usable capacity, pool -> a cache pod's coefficient) of each capacity row
+    for worker_size, cache_size, capacity in dims:
+        if not fleets_here:
+            continue
+        # Workers fill a node in multiples of their sizes' granule: what a node holds is its
+        # capacity rounded down to it (with a cache pod, what the pod leaves rounded down).
+        # Valid node by node, so summed over the class; it keeps the model from counting on
+        # slivers no worker fits in (the packing found them missing, at great cost).
+        g = granule([worker_size(j) for j in fleets_here])
+        usable = _round_down(capacity, g)
+        # scaled to the class capacity so HiGHS sees coefficients near 1
+        scale = 1.0 / (capacity * nc.count)
+        pod = {p: usable - _round_down(capacity - cache_size(p), g) for p in pools_here}
+        out.append((tuple((j, worker_size(j) * scale) for j in fleets_here),
+                    tuple((p, pod[p] * scale) for p in pools_here), usable * nc.count * scale))
+        rows.append((worker_size, usable, pod))
+        out += _levels(fleets_here, pools_here, worker_size, cache_size, capacity, nc)
+    # Per fleet: workers fit node by node; a cache pod takes some of its node's slots.
+    for j in fleets_here:
+        alone = problem.slots(j, nc)
+        taken = {p: alone - problem.slots(j, nc, cache_pool=p) for p in pools_here}
+        if prune and any(_implies(size(j), usable, pod, alone, taken) for size, usable, pod in rows):
+            continue
+        out.append((((j, 1.0),), tuple(taken.items()), nc.count * alone))
+    return out
 
 
 def _implies(size: float, usable: float, pod: dict[int, float], alone: int, taken: dict[int, int]) -> bool:
@@ -260,25 +276,28 @@ def _implies(size: float, usable: float, pod: dict[int, float], alone: int, take
     return size > 0 and usable / size <= alone + 1e-9 and all(pod[p] / size >= t - 1e-9 for p, t in taken.items())
 
 
-def _levels(m, placed: dict, hosts: list, worker_size, cache_size, capacity: float, nc) -> None:
+def _levels(fleets_here: tuple[int, ...], pools_here: list[int], worker_size, cache_size, capacity: float,
+            nc) -> list:
     """Per size level: a node holds at most floor(capacity / level) workers of that size or more.
 
     What the aggregate capacity row cannot see: two 8-core workers and a 4-core one fill a
     24-core node's CPU as well as three 8-core ones would in aggregate, but only two of
     those fit a node. Valid node by node (a cache pod leaves floor((capacity - pod) / level)),
     so summed over the class. A level whose count the pods already cap adds nothing.
+    Rows as _class_rows gives them.
     """
-    sizes = {j: worker_size(j) for j in placed if placed[j]}
+    out = []
+    sizes = {j: worker_size(j) for j in fleets_here}
     for level in sorted(set(sizes.values())):
         most = math.floor(capacity / level + 1e-9)
-        left = {p: max(0.0, capacity - cache_size(p)) / level for p, _ in hosts}
+        left = {p: max(0.0, capacity - cache_size(p)) / level for p in pools_here}
         if most >= nc.pods or all(abs(x - math.floor(x + 1e-9)) < 1e-9 for x in [capacity / level, *left.values()]):
             continue      # the pods row or the capacity row already says as much
-        big = [(v, c) for j, size in sizes.items() if size >= level for v, c in placed[j]]
         scale = 1.0 / (max(most, 1) * nc.count)
-        m.row([(v, c * scale) for v, c in big]
-              + [(v, (most - math.floor(left[p] + 1e-9)) * scale) for p, v in hosts],
-              ub=most * nc.count * scale)
+        out.append((tuple((j, scale) for j, size in sizes.items() if size >= level),
+                    tuple((p, (most - math.floor(left[p] + 1e-9)) * scale) for p in pools_here),
+                    most * nc.count * scale))
+    return out
 
 
 def granule(sizes) -> float:
