@@ -78,17 +78,20 @@ def parse_readings(text: str) -> list[HostReading]:
     values: dict[tuple[str, str, str], dict[str, float]] = {}
     wanted = {PREFIX + "client_bytes_total": "bytes", PREFIX + "xrootd_start_time_seconds": "started",
               PREFIX + "last_summary_timestamp_seconds": "at"}
-    try:
-        families = list(text_string_to_metric_families(text))
-    except ValueError:
-        return []
-    for family in families:
-        for sample in family.samples:
-            if sample.name in wanted:
-                key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
-                values.setdefault(key, {})[wanted[sample.name]] = sample.value
+    for sample in _samples(text):
+        if sample.name in wanted:
+            key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
+            values.setdefault(key, {})[wanted[sample.name]] = sample.value
     return [HostReading(pool, host, switch, v["bytes"], v["started"], v["at"])
             for (pool, host, switch), v in sorted(values.items()) if {"bytes", "started", "at"} <= v.keys()]
+
+
+def _samples(text: str) -> list:
+    """Every sample in an exporter's /metrics text; none if the text does not parse."""
+    try:
+        return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+    except ValueError:
+        return []
 
 
 @dataclass(frozen=True)
@@ -293,19 +296,14 @@ class HostFlows:
 def parse_flows(text: str) -> list[HostFlows]:
     """The cross-switch counters in an exporter's /metrics text (hosts without a start time are left out)."""
     hosts: dict[tuple[str, str, str], dict] = {}
-    try:
-        families = list(text_string_to_metric_families(text))
-    except ValueError:
-        return []
-    for family in families:
-        for sample in family.samples:
-            key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
-            if sample.name == PREFIX + "served_bytes_total":
-                hosts.setdefault(key, {}).setdefault("served", {})[sample.labels.get("client_switch", "")] = sample.value
-            elif sample.name == PREFIX + "origin_bytes_total":
-                hosts.setdefault(key, {})["origin"] = sample.value
-            elif sample.name == PREFIX + "xrootd_start_time_seconds":
-                hosts.setdefault(key, {})["started"] = sample.value
+    for sample in _samples(text):
+        key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
+        if sample.name == PREFIX + "served_bytes_total":
+            hosts.setdefault(key, {}).setdefault("served", {})[sample.labels.get("client_switch", "")] = sample.value
+        elif sample.name == PREFIX + "origin_bytes_total":
+            hosts.setdefault(key, {})["origin"] = sample.value
+        elif sample.name == PREFIX + "xrootd_start_time_seconds":
+            hosts.setdefault(key, {})["started"] = sample.value
     return [HostFlows(pool, host, switch, v.get("served", {}), v.get("origin", 0.0), v["started"])
             for (pool, host, switch), v in sorted(hosts.items()) if "started" in v]
 
