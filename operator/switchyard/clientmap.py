@@ -11,10 +11,11 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 UNKNOWN = "unknown"
-KEY = "clients.json"  # the ConfigMap key, and the file name once mounted
+KEY = "clients.json"
+SEEN_LIMIT = 65_536  # addresses remembered (then forgotten at once: a bound, not an LRU)  # the ConfigMap key, and the file name once mounted
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -47,6 +48,9 @@ class ClientMap:
     """(network, switch), most specific network first."""
 
     networks: tuple[tuple[Network, str], ...] = ()
+    # address -> switch: a scan is over every node's networks (tens of thousands at scale), and
+    # readers log in from the same addresses again and again
+    _seen: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @classmethod
     def from_switches(cls, switches: Mapping[str, Iterable[str]]) -> "ClientMap":
@@ -82,10 +86,12 @@ class ClientMap:
         address = client_address(host) if host else None
         if address is None:
             return UNKNOWN
-        for network, switch in self.networks:
-            if address.version == network.version and address in network:
-                return switch
-        return UNKNOWN
+        if address not in self._seen:
+            if len(self._seen) >= SEEN_LIMIT:
+                self._seen.clear()
+            self._seen[address] = next((switch for network, switch in self.networks
+                                        if address.version == network.version and address in network), UNKNOWN)
+        return self._seen[address]
 
 
 def is_network(text: str) -> bool:
