@@ -121,16 +121,23 @@ def record(history: History, readings: Iterable[HostReading], seen: float, keep_
 
 def host_gbps(points: tuple[Point, ...], now: float, rules: DriftRules) -> float | None:
     """What one host served over the window, Gbps; None when it has not reported long enough or lately."""
+    ends = _window(points, now, rules, lambda p: p.at)
+    if ends is None or ends[1].bytes < ends[0].bytes:
+        return None
+    first, last, span = ends
+    return (last.bytes - first.bytes) * 8 / span / 1e9
+
+
+def _window(points, now: float, rules: DriftRules, clock):
+    """(first, last, span by `clock`) of the points of the latest xrootd run within the window; None when
+    the host was not read lately, or not for half a window."""
     if not points or now - points[-1].seen > rules.stale_seconds:
         return None
     last = points[-1]
-    # Only this xrootd's run: its counter starts again from 0 when it restarts.
-    run = [p for p in points if p.started == last.started and last.at - p.at <= rules.window_seconds]
-    first = run[0]
-    span = last.at - first.at
-    if span < rules.window_seconds / 2 or last.bytes < first.bytes:
-        return None
-    return (last.bytes - first.bytes) * 8 / span / 1e9
+    # Only this xrootd's run: its counters start again from 0 when it restarts.
+    first = next(p for p in points if p.started == last.started and clock(last) - clock(p) <= rules.window_seconds)
+    span = clock(last) - clock(first)
+    return None if span < rules.window_seconds / 2 else (first, last, span)
 
 
 def observed_gbps(history: History, expected: Mapping[str, Iterable[HostKey]], now: float,
@@ -341,14 +348,10 @@ def record_flows(history: FlowHistory, readings: Iterable[HostFlows], seen: floa
 
 def flow_gbps(points: tuple[FlowPoint, ...], now: float, rules: DriftRules) -> dict[tuple[str, str], float] | None:
     """(from, to) -> Gbps of one host over the window; None when it has not been read long enough or lately."""
-    if not points or now - points[-1].seen > rules.stale_seconds:
+    ends = _window(points, now, rules, lambda p: p.seen)
+    if ends is None:
         return None
-    last = points[-1]
-    run = [p for p in points if p.started == last.started and last.seen - p.seen <= rules.window_seconds]
-    first = run[0]
-    span = last.seen - first.seen
-    if span < rules.window_seconds / 2:
-        return None
+    first, last, span = ends
     before = dict(first.flows)
     # A counter first seen after the window began (a switch new in the client map) started from 0.
     return {key: max(0.0, value - before.get(key, 0.0)) * 8 / span / 1e9 for key, value in last.flows}
