@@ -17,11 +17,16 @@ readers ARE the pods the operator creates:
    worker's routing environment names (switchyard.routing.Router.from_env: the
    ring's home host of the file; node names are resolved by the bench, the cluster's
    DNS does not serve them);
-4. per-uplink (each way), per-node and WAN bytes from the interface counters over
+4. placements alternate, `--repeats` runs each, on the one cluster (only the pods are re-created):
+   (a) the operator's plan (its workloads; the operator is stopped once it has created them, so no
+   run has it), (b) the default scheduler's (bench/default_scheduler_pods.py: the same rendered pods
+   without switchyard's placement, hashed over all caches with equal weights);
+5. per run, per-uplink (each way), per-node and WAN bytes from the interface counters over
    `--windows` windows of `--window-seconds` after `--warmup` seconds, the CPU busy
    of each window (more than 75% of all cores: invalid), compared with the max-min
    fair share (planner/fairshare.py fair_share, the files' actual split per worker)
-   and with the plan's LP prediction from the facility's status.
+   and with the closed queueing network of the sequential readers (bench/sequential_readers.py);
+   the plan's LP prediction from the facility's status. Report: bench/fabric_real_report.py.
 
 Teardown (also on Ctrl-C, SIGTERM or a failure): the operator, realnodes.down (every
 `syr-<cluster>-*` namespace, process, mount, cgroup: the shaping goes with the
@@ -54,8 +59,11 @@ sys.path.insert(0, str(ROOT / "e2e"))
 
 import localcluster  # noqa: E402
 import realnodes  # noqa: E402
+import default_scheduler_pods  # noqa: E402
+import sequential_readers  # noqa: E402
 from fabric import cpu_times  # noqa: E402
 from fabric_real import WAN_ORIGIN_IP, Rates, RealFabric  # noqa: E402
+from fabric_real_report import report  # noqa: E402
 from harness import Cluster, start_operator, stop_operator  # noqa: E402
 from support import wait_for, wait_ready  # noqa: E402
 from switchyard.planner.fairshare import fair_share  # noqa: E402
@@ -138,7 +146,18 @@ def read_files(config, stream_count, seconds, seed):
 
 config = json.loads(sys.argv[2])
 client = Client(sys.argv[1], timeout=60)
-workers = sorted(client.scheduler_info()["workers"])
+# The workers of this placement's pods only (a worker's name is its pod's): a previous placement's may
+# linger a moment in the scheduler.
+import time
+deadline = time.time() + 120
+while True:
+    known = client.run_on_scheduler(lambda dask_scheduler: {a: w.name for a, w in dask_scheduler.workers.items()})
+    workers = sorted(a for a, name in known.items() if name in config["worker_pods"])
+    if len(workers) == len(config["worker_pods"]):
+        break
+    if time.time() > deadline:
+        raise SystemExit(f"workers {known}, expected {config['worker_pods']}")
+    time.sleep(1)
 if config["warm"]:   # every file once, through its home cache, from one worker
     futures = [client.submit(read_files, config, 1, 0, 0, workers=workers[:1], pure=False)]
 else:
@@ -198,12 +217,13 @@ def ready(pod: dict) -> bool:
     return not pod["metadata"].get("deletionTimestamp") and all(c["ready"] for c in statuses)
 
 
-def pods(cluster: Cluster, replicas: int) -> tuple[list[dict], list[dict]]:
-    """The cache pods and worker pods once every one is Ready and no rollout is left (no other pod)."""
+def pods(cluster: Cluster, replicas: int, prefix: str = "af") -> tuple[list[dict], list[dict]]:
+    """The cache pods and worker pods (names `prefix`-xcache-*, `prefix`-dask-*) once every one is Ready and
+    no rollout is left (no other pod)."""
     def settled():
         everything = cluster.kube.list("Pod", NAMESPACE)
-        caches = [p for p in everything if p["metadata"]["name"].startswith("af-xcache-")]
-        workers = [p for p in everything if p["metadata"]["name"].startswith("af-dask-")]
+        caches = [p for p in everything if p["metadata"]["name"].startswith(f"{prefix}-xcache-")]
+        workers = [p for p in everything if p["metadata"]["name"].startswith(f"{prefix}-dask-")]
         if len(workers) == replicas and caches and all(ready(p) for p in caches + workers):
             return caches, workers
         return None
@@ -241,8 +261,8 @@ def window(fabric: RealFabric, seconds: float) -> dict:
 
 
 def prediction(topology, nodes: list[realnodes.RealNode], workers: list[dict], files: list[str], read_gbps: float,
-               origin_url: str) -> tuple[object, dict]:
-    """The fair share with each worker's actual split of the files over the ring's hosts."""
+               origin_url: str) -> tuple[object, dict, list]:
+    """The fair share with each worker's actual split of the files over the ring's hosts (and its streams)."""
     switch_of = {n.name: n.switch for n in nodes}
     nic = {n.name: n.nic_gbps for n in nodes}
     streams, splits = [], {}
@@ -254,7 +274,7 @@ def prediction(topology, nodes: list[realnodes.RealNode], workers: list[dict], f
         streams.append((w["spec"]["nodeName"], read_gbps, shares))
     fair = fair_share(switch_of, {s.name: s.uplink_gbps for s in topology.switches},
                       {n: (gbps, gbps) for n, gbps in nic.items()}, streams)
-    return fair, splits
+    return fair, splits, streams
 
 
 def summarise(windows: list[dict], scale: float, worker_nodes: list[str], switches: list[str]) -> dict:
@@ -276,6 +296,80 @@ def summarise(windows: list[dict], scale: float, worker_nodes: list[str], switch
     }
 
 
+PREFIX = {"a": "af", "b": default_scheduler_pods.PREFIX}
+
+
+def switch_placement(cluster: Cluster, which: str, own: dict[str, list[dict]], baseline: list[dict]) -> None:
+    """Only the pods change: (b) scales the operator's workloads to 0 and applies the baseline's; (a) deletes
+    the baseline's and scales the operator's back to their planned replicas."""
+    other = PREFIX["b" if which == "a" else "a"]
+    if which == "b":
+        for kind, objs in own.items():
+            for o in objs:
+                cluster.kubectl("scale", "-n", NAMESPACE, f"{kind.lower()}/{o['metadata']['name']}", "--replicas=0")
+    else:
+        for o in baseline:
+            cluster.kube.delete(o["kind"], NAMESPACE, o["metadata"]["name"])
+    wait_for(lambda: not [p for p in cluster.kube.list("Pod", NAMESPACE)
+                          if p["metadata"]["name"].startswith((f"{other}-xcache-", f"{other}-dask-"))],
+             timeout=240, interval=2, what=f"no {other}-* pod left")
+    if which == "b":
+        for o in baseline:
+            cluster.kube.apply({**o, "metadata": {**o["metadata"], "namespace": NAMESPACE}})
+    else:
+        for kind, objs in own.items():
+            for o in objs:
+                cluster.kubectl("scale", "-n", NAMESPACE, f"{kind.lower()}/{o['metadata']['name']}",
+                                f"--replicas={o['spec']['replicas']}")
+
+
+def measure(cluster: Cluster, fabric: RealFabric, real, topology, nodes, caches: list[dict], workers: list[dict],
+            files: list[str], origin_url: str, base: dict, args) -> dict:
+    """One placement's run: warm every file through its home cache, then the readers over the windows."""
+    base = {**base, "worker_pods": [w["metadata"]["name"] for w in workers]}
+    placement = {"caches": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in caches},
+                 "workers": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in workers},
+                 "scheduler": SCHEDULER}
+    log(f"placed: {placement}")
+    run: dict = {"placement": placement}
+    t0 = time.monotonic()
+    warm = finish(run_client(cluster, workers[0], SCHEDULER, {**base, "warm": True, "seconds": 0}),
+                  timeout=len(files) * (args.file_mib * 8 / (topology.wan_gbps * args.scale) + 2) + 120)
+    run["warm"] = {"seconds": round(time.monotonic() - t0, 1), "reads": len(warm[0]["reads"]),
+                   "failed": sum(1 for r in warm[0]["reads"] if not r[5])}
+    log(f"warm: {run['warm']}")
+    fair, splits, streams = prediction(topology, nodes, workers, files, 25.0, origin_url.rstrip("/"))
+    run["split"] = splits
+    run["fair_share"] = {"delivered_gbps": fair.delivered_gbps, "uplinks": fair.uplinks,
+                         "served": fair.served, "saturated": list(fair.saturated)}
+    switch_of = {n.name: n.switch for n in nodes}
+    uplink = {s.name: s.uplink_gbps for s in topology.switches}
+    nic = {n.name: n.nic_gbps for n in nodes}
+    run["closed"] = {str(k): sequential_readers.prediction(switch_of, uplink, nic, streams, k)
+                     for k in sorted({4, 8, args.streams})}
+    seconds = args.warmup + args.windows * args.window_seconds + 5
+    c0 = fabric.counters()
+    proc = run_client(cluster, workers[0], SCHEDULER, {**base, "warm": False, "seconds": seconds})
+    time.sleep(args.warmup)
+    windows = []
+    for i in range(args.windows):
+        windows.append(window(fabric, args.window_seconds))
+        s = summarise(windows[-1:], args.scale, list(placement["workers"].values()), list(real.switches))
+        log(f"window {i + 1}: delivered {s['delivered_mean_gbps']:.2f} Gbps (model), uplinks {s['uplinks']}, "
+            f"CPU busy {s['cpu_busy_max']:.0%}, load {s['load_max']:.2f}")
+    reads = finish(proc, seconds + 180)
+    c1 = fabric.counters()
+    run["windows"] = windows
+    run["summary"] = summarise(windows, args.scale, list(placement["workers"].values()), list(real.switches))
+    run["whole_run_bytes"] = {k: [c1[k][0] - c0[k][0], c1[k][1] - c0[k][1]] for k in c0}
+    run["reads"] = [{"pod": r["pod"], "routing": r["endpoint_env"], "count": len(r["reads"]),
+                     "failed": sum(1 for x in r["reads"] if not x[5]),
+                     "by_host": {h: sum(1 for x in r["reads"] if x[2] == h) for h in sorted({x[2] for x in r["reads"]})}}
+                    for r in reads]
+    run["exporter"] = _exporters(cluster, caches)
+    return run
+
+
 def teardown(cluster_name: str, operator: subprocess.Popen | None = None) -> list[str]:
     if operator is not None:
         stop_operator(operator)
@@ -294,7 +388,7 @@ def bench(args) -> dict:
     scheduler_node = next(n.name for n in nodes if n.nvme_disks)
     started = time.time()
     meta = {"started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "load_start": os.getloadavg()[0],
-            "scale_mbit_per_gbps": args.scale, "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}",
+            "scale_mbit_per_gbps": args.scale, "cpu_limit": CPU_LIMIT, "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}",
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                      cwd=ROOT).stdout.strip()}
     config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / args.cluster / "realnodes-kwokctl.yaml")
@@ -345,7 +439,7 @@ def bench(args) -> dict:
     if args.reuse:   # the operator removes its finalizers
         cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
         shutil.rmtree(DISK, ignore_errors=True)   # cold caches
-    result = {"meta": meta, "rates_mbit": {"uplink": rates.uplink, "nic": rates.nic, "wan": rates.wan}}
+    result = {"meta": meta, "args": vars(args), "rates_mbit": {"uplink": rates.uplink, "nic": rates.nic, "wan": rates.wan}}
     try:
         cluster.kubectl("create", "namespace", NAMESPACE, check=False)
         for obj in scheduler(scheduler_node):
@@ -353,45 +447,30 @@ def bench(args) -> dict:
         cluster.kube.apply(facility(origin, args))
         af = wait_ready(cluster, NAMESPACE, timeout=args.timeout)
         result["status"] = af.get("status", {})
-        caches, workers = pods(cluster, args.workers)
-        placement = {"caches": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in caches},
-                     "workers": {p["metadata"]["name"]: p["spec"]["nodeName"] for p in workers},
-                     "scheduler": SCHEDULER}
-        log(f"placed: {placement}")
-        result["placement"] = placement
+        # The operator has planned and created its pods: from here the bench alternates the placements by
+        # hand, so it stops (it would restore its own workloads' replicas under (b)). Every run, (a) or (b),
+        # is measured with the operator stopped.
+        pods(cluster, args.workers)
+        stop_operator(operator)
+        own = {kind: [o for o in cluster.kube.list(kind, NAMESPACE) if o["metadata"]["name"].startswith(prefix)]
+               for kind, prefix in (("StatefulSet", "af-xcache-"), ("Deployment", "af-dask-"))}
+        baseline = default_scheduler_pods.workloads(own["StatefulSet"], own["Deployment"],
+                                                    yaml.safe_load(TOPOLOGY.read_text())["nvmeLabel"])
+        result["baseline_workloads"] = baseline
+        result["runs"] = []
         hosts = {n: info["address"] for n, info in real.nodes.items()}
         base = {"files": files, "hosts": hosts, "origin": origin_url.rstrip("/"), "streams": args.streams,
                 "seed": args.seed}
-        t0 = time.monotonic()
-        warm = finish(run_client(cluster, workers[0], SCHEDULER, {**base, "warm": True, "seconds": 0}),
-                      timeout=len(files) * (args.file_mib * 8 / (topology.wan_gbps * args.scale) + 2) + 120)
-        result["warm"] = {"seconds": round(time.monotonic() - t0, 1), "reads": len(warm[0]["reads"]),
-                          "failed": sum(1 for r in warm[0]["reads"] if not r[5])}
-        log(f"warm: {result['warm']}")
-        fair, splits = prediction(topology, nodes, workers, files, 25.0, origin_url.rstrip("/"))
-        result["split"] = splits
-        result["fair_share"] = {"delivered_gbps": fair.delivered_gbps, "uplinks": fair.uplinks,
-                                "served": fair.served, "saturated": list(fair.saturated)}
-        seconds = args.warmup + args.windows * args.window_seconds + 15
-        c0 = fabric.counters()
-        proc = run_client(cluster, workers[0], SCHEDULER, {**base, "warm": False, "seconds": seconds})
-        time.sleep(args.warmup)
-        windows = []
-        for i in range(args.windows):
-            windows.append(window(fabric, args.window_seconds))
-            s = summarise(windows[-1:], args.scale, list(placement["workers"].values()), list(real.switches))
-            log(f"window {i + 1}: delivered {s['delivered_mean_gbps']:.2f} Gbps (model), uplinks {s['uplinks']}, "
-                f"CPU busy {s['cpu_busy_max']:.0%}, load {s['load_max']:.2f}")
-        reads = finish(proc, seconds + 180)
-        c1 = fabric.counters()
-        result["windows"] = windows
-        result["summary"] = summarise(windows, args.scale, list(placement["workers"].values()), list(real.switches))
-        result["whole_run_bytes"] = {k: [c1[k][0] - c0[k][0], c1[k][1] - c0[k][1]] for k in c0}
-        result["reads"] = [{"pod": r["pod"], "routing": r["endpoint_env"], "count": len(r["reads"]),
-                            "failed": sum(1 for x in r["reads"] if not x[5]),
-                            "by_host": {h: sum(1 for x in r["reads"] if x[2] == h) for h in sorted({x[2] for x in r["reads"]})}}
-                           for r in reads]
-        result["exporter"] = _exporters(cluster, caches)
+        for i, which in enumerate(["a", "b"] * args.repeats):
+            if i:
+                switch_placement(cluster, which, own, baseline)
+            caches, workers = pods(cluster, args.workers, PREFIX[which])
+            run = measure(cluster, fabric, real, topology, nodes, caches, workers, files, origin_url, base, args)
+            run = {"placement_kind": which, "repeat": i // 2 + 1, **run}
+            result["runs"].append(run)
+            log(f"run {i + 1} ({which}): delivered {run['summary']['delivered_mean_gbps']:.2f}, fair share "
+                f"{run['fair_share']['delivered_gbps']:.2f}")
+            pathlib.Path(args.out).with_suffix(".partial.json").write_text(json.dumps(result, indent=1, default=str))
         meta["load_end"] = os.getloadavg()[0]
         meta["seconds"] = round(time.time() - started, 1)
         return result
@@ -414,118 +493,19 @@ def _exporters(cluster: Cluster, caches: list[dict]) -> dict:
     return out
 
 
-def report(result: dict) -> str:
-    meta, s, fair = result["meta"], result["summary"], result["fair_share"]
-    plan = result.get("status", {}).get("plan", {}) or {}
-    lp = plan.get("predictedGbps")
-    ratio = s["delivered_mean_gbps"] / fair["delivered_gbps"] if fair["delivered_gbps"] else float("nan")
-    lines = [
-        "# Fabric bench on real kubelet nodes",
-        "",
-        f"`make bench-fabric-real` (bench/fabric_real_bench.py), {meta['started_utc']} UTC, commit {meta['commit']}, "
-        f"{meta['machine']}; load average {meta['load_start']:.2f} at the start, {meta.get('load_end', 0):.2f} at the end.",
-        "",
-        "## What was real",
-        "",
-        "- Nodes: 4 real kubelet v1.31.4 + containerd nodes (e2e/realnodes.py), two per switch, each in its own network "
-        "namespace behind its switch's bridge (one tainted simulated node on a switch outside the facility, "
-        "which localcluster needs).",
-        "- Caches and readers: the pods the operator created from the AnalysisFacility (`switchyard run` on the host "
-        "against the cluster): the XCache StatefulSets' pods (real xrootd from the rendered ConfigMap, host network), "
-        "the Dask scheduler and the WorkerFleet's Dask workers. One Dask task pinned to each worker runs "
-        f"{result['args']['streams']} readers, each reading the files one after another in an order of its own with "
-        "the XRootD client's Python bindings (in the worker image; 8 MiB reads, bytes discarded), through the cache the worker's routing "
-        "environment names for the file (switchyard.routing.Router.from_env: the file's home on the published ring).",
-        "- Origin: a real xrootd in a namespace of its own behind a shaped WAN veth.",
-        "- Routes: each node reaches the pod subnets of its own switch's nodes over the bridge (realnodes.py "
-        "routes them through the fabric, which made a cache's replies to a pod on the next node cross the uplink "
-        "twice; the first trial measured exactly that).",
-        "- Bytes: interface counters (`ip -s link`) of each node's eth0, each switch bridge's tx (into the switch) "
-        "and its IFB's tx (out of it), after the shapers, and the origin's eth0; frames, as HTB counts them, so they compare with link Gbps.",
-        "",
-        "## What was not",
-        "",
-        "- Links are HTB-shaped veths and bridges on one machine (2 cores), at "
-        f"{meta['scale_mbit_per_gbps']:g} Mbit/s per model Gbps; no latency emulation (no netem on this kernel).",
-        "- Node names in the ring (`root://<node>:1094`) are resolved by the bench (the task is given node -> "
-        "address): the real-node cluster's CoreDNS serves only cluster.local.",
-        "- The two cache hosts share one host directory for their disk (one machine); with hashed routing each "
-        "file is cached by its home host only.",
-        "- The Dask scheduler is a pod the bench runs beside a cache (the fleet names it in `schedulerAddress`): "
-        "the fleet's own would take the second CPU of a worker node, where a rolling update's surge pod must fit. "
-        "The client submitting the tasks runs in a worker pod.",
-        "",
-        "## Placement (the operator's plan, as the pods landed)",
-        "",
-        f"- caches: {', '.join(f'{k} on {v}' for k, v in result['placement']['caches'].items())}",
-        f"- workers: {', '.join(f'{k} on {v}' for k, v in result['placement']['workers'].items())}",
-        f"- files' split over the ring hosts per worker node: {json.dumps(result['split'])}",
-        f"- warm-up: {result['warm']['reads']} files read once through their home caches in "
-        f"{result['warm']['seconds']} s ({result['warm']['failed']} failed)",
-        "",
-        "## Measured against predicted (model Gbps = Mbit/s measured / scale)",
-        "",
-        f"Windows: {len(result['windows'])} x {result['args']['window_seconds']} s after {result['args']['warmup']} s "
-        "of reading.",
-        "",
-        "| window | delivered (Gbps) | CPU busy | softirq (cores) | load |",
-        "|---|---|---|---|---|",
-    ]
-    for i, w in enumerate(result["windows"], 1):
-        lines.append(f"| {i} | {s['delivered_gbps'][i - 1]:.2f} | {w['cpu_busy']:.0%} | {w['softirq_cores']:.2f} "
-                     f"| {w['load1']:.2f} |")
-    lines += [
-        "",
-        f"- **Aggregate delivered**: {s['delivered_mean_gbps']:.2f} Gbps (spread between windows {s['spread']:.1%}); "
-        f"fair share (planner/fairshare.py fair_share, the files' split) {fair['delivered_gbps']:.2f} Gbps: "
-        f"measured / fair share **{ratio:.3f}**"
-        + (f"; the plan's LP prediction (status.plan.predictedGbps) {lp:.2f} Gbps: measured / LP "
-           f"{s['delivered_mean_gbps'] / lp:.3f}" if lp else "; no LP prediction in the status") + ".",
-        f"- Plan's own fair share (status.plan.fairShareGbps, the ring's weights): {plan.get('fairShareGbps')}.",
-        f"- CPU headroom: busiest window {s['cpu_busy_max']:.0%} of all cores (limit {CPU_LIMIT:.0%}), softirq "
-        f"≤ {s['softirq_cores_max']:.2f} cores, load ≤ {s['load_max']:.2f}: "
-        + ("**valid**." if s["valid"] else "**INVALID** (a window over the limit)."),
-        "",
-        "Uplinks (Gbps; fair: the files' split; plan fair / LP: status.plan.switches' fairOut/fairIn and outGbps/inGbps):",
-        "",
-        "| uplink | measured out | fair out | plan fair out | LP out | measured in | fair in | plan fair in | LP in "
-        "| capacity |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    by_switch = {sp.get("name"): sp for sp in plan.get("switches", [])}
-    for sw, m in s["uplinks"].items():
-        f, sp = fair["uplinks"].get(sw, {}), by_switch.get(sw, {})
-        cap = result["rates_mbit"]["uplink"][sw] / meta["scale_mbit_per_gbps"]
-        lines.append(f"| {sw} | {m['out']:.2f} | {f.get('out', 0):.2f} | {sp.get('fairOutGbps', '-')} | "
-                     f"{sp.get('outGbps', '-')} | {m['in']:.2f} | {f.get('in', 0):.2f} | {sp.get('fairInGbps', '-')} | "
-                     f"{sp.get('inGbps', '-')} | {cap:g} |")
-    lines += ["", "| node | out (Gbps) | in (Gbps) | fair share served |", "|---|---|---|---|"]
-    for node, m in s["hosts"].items():
-        lines.append(f"| {node} | {m['out']:.2f} | {m['in']:.2f} | {fair['served'].get(node, '')} |")
-    lines += [
-        "",
-        f"- WAN (origin out) during the windows: {s['wan_out_gbps']:.3f} Gbps; cache exporters after the run "
-        f"(bytes): {json.dumps(result.get('exporter', {}))}.",
-        f"- Reads: {json.dumps(result['reads'])}",
-        f"- Saturated links in the fair share: {', '.join(fair['saturated']) or 'none'}.",
-        "",
-        "Full figures: the .json beside this file.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="run", choices=("run", "down"))
+    parser.add_argument("command", nargs="?", default="run", choices=("run", "down", "report"))
     parser.add_argument("--cluster", default="sy-fabreal")
-    parser.add_argument("--scale", type=float, default=6.0, help="Mbit/s per model Gbps")
+    parser.add_argument("--scale", type=float, default=3.0, help="Mbit/s per model Gbps")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--streams", type=int, default=4, help="readers per Dask worker")
+    parser.add_argument("--streams", type=int, default=8, help="readers per Dask worker")
     parser.add_argument("--files", type=int, default=16)
-    parser.add_argument("--file-mib", type=int, default=16)
+    parser.add_argument("--file-mib", type=int, default=8)
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--windows", type=int, default=3)
-    parser.add_argument("--window-seconds", type=float, default=10.0)
+    parser.add_argument("--window-seconds", type=float, default=20.0)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of (a) and of (b), alternating")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=420.0)
     parser.add_argument("--no-shaping", action="store_true")
@@ -538,6 +518,12 @@ def main(argv: list[str] | None = None) -> int:
         for line in teardown(args.cluster):
             log(line)
         return 1 if realnodes.leftovers(args.cluster) else 0
+    out = pathlib.Path(args.out)
+    if args.command == "report":   # again, from the .json (or the .partial.json a failed run left)
+        source = next(p for p in (out.with_suffix(".json"), out.with_suffix(".partial.json")) if p.exists())
+        out.write_text(report(json.loads(source.read_text())))
+        print(out.read_text())
+        return 0
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -549,9 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             teardown(args.cluster)
-    result["args"] = vars(args)
-    out = pathlib.Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
+    out.with_suffix(".partial.json").unlink(missing_ok=True)
     out.write_text(report(result))
     print(out.read_text())
     return 0
