@@ -367,6 +367,10 @@ def measure(cluster: Cluster, fabric: RealFabric, real, topology, nodes, caches:
                      "by_host": {h: sum(1 for x in r["reads"] if x[2] == h) for h in sorted({x[2] for x in r["reads"]})}}
                     for r in reads]
     run["exporter"] = _exporters(cluster, caches)
+    start, end = windows[0]["start"], windows[-1]["start"] + windows[-1]["seconds"]
+    node_of = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in workers}
+    run["occupancy"] = {f"{node_of.get(r['pod'], r['pod'])}<-{h}": sequential_readers.occupancy(r["reads"], h, start, end)
+                        for r in reads for h in sorted({x[2] for x in r["reads"]})}
     return run
 
 

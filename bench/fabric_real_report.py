@@ -206,6 +206,15 @@ def report(result: dict) -> str:
         cells += [f"{s['hosts'][n]['out']:.2f}" + (f" / {fair['served'][n]:.2f}" if n in fair["served"] else "")
                   + f" | {s['hosts'][n]['in']:.2f}" for n in _nodes(result)]
         lines.append(f"| {i} | {run['placement_kind']} | " + " | ".join(cells) + f" | {s['wan_out_gbps']:.3f} |")
+    paths = sorted({k for run in result["runs"] for k in run.get("occupancy", {})})
+    lines += ["", "Paths (worker node <- cache host): the fraction of the windows' time with at least one reader on the "
+              "path (mean readers on it). A sequential reader is on one host at a time; a path with none carries no "
+              "byte, whatever its links could carry.", "",
+              "| run | placement | " + " | ".join(paths) + " |", "|---|---|" + "---|" * len(paths)]
+    for i, run in enumerate(result["runs"], 1):
+        occ = run.get("occupancy", {})
+        lines.append(f"| {i} | {run['placement_kind']} | " + " | ".join(
+            f"{occ[k]['busy']:.3f} ({occ[k]['mean_readers']:.2f})" if k in occ else "-" for k in paths) + " |")
     lines += ["", "Reads and the caches' exporters (bytes, after each run):", ""]
     for i, run in enumerate(result["runs"], 1):
         lines.append(f"- run {i} ({run['placement_kind']}): reads {json.dumps(run['reads'])}; exporters "

@@ -52,3 +52,22 @@ def prediction(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float], n
     return {"readers_per_worker": readers, "worker_caps_gbps": [round(c, 3) for c in caps],
             "delivered_gbps": round(sum(delivered(stations, classes)), 3),
             "exact_pooled_gbps": round(exact(stations, pooled), 3)}
+
+
+def occupancy(reads: Sequence[Sequence], host: str, start: float, end: float) -> dict:
+    """Of [start, end]: the fraction with at least one of `reads` ([reader, path, host, t0, t1, ok]) on `host`,
+    and the mean number on it. A path whose fraction is below one carried nothing the rest of the time,
+    whatever its link could have carried."""
+    events = []
+    for _, _, on, t0, t1, _ in reads:
+        a, b = max(t0, start), min(t1, end)
+        if on == host and b > a:
+            events += [(a, 1), (b, -1)]
+    busy = area = 0.0
+    active, last = 0, start
+    for t, step in sorted(events):
+        busy += (t - last) * (active > 0)
+        area += (t - last) * active
+        active, last = active + step, t
+    span = end - start
+    return {"busy": round(busy / span, 3), "mean_readers": round(area / span, 2)}
