@@ -105,11 +105,12 @@ def exporter_command(pod: dict, udp_port: int, data: str, meta: str) -> list[str
             "--host", pod["spec"]["nodeName"], "--metrics-address", pod["status"]["podIP"]]
 
 
-def operator_samples(port: int, name: str) -> dict[str, float]:
+def operator_samples(port: int, name: str, direction: str = "serve") -> dict[str, float]:
+    """switch -> value of the operator's series `name` (of `direction`, for those that have one)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     return {s.labels.get("switch", ""): s.value for f in text_string_to_metric_families(text)
-            for s in f.samples if s.name == name}
+            for s in f.samples if s.name == name and s.labels.get("direction", direction) == direction}
 
 
 def generations(kube, namespace: str) -> dict[str, int]:

@@ -1,28 +1,33 @@
-"""Prediction drift: the plan's predicted Gbps per switch against what the caches there serve (pure).
+"""Prediction drift: the plan's predicted Gbps per switch and per uplink against what was measured (pure).
 
-What is compared: for each switch, the Gbps its cache hosts send to clients
-(the exporters' `switchyard_xcache_client_bytes_total`, xrootd's own link-out
-counter, all clients alike) against the plan's `serveGbps` for that switch
-(the fair-share prediction of what those hosts serve).
+What is compared, per subject (a switch and a direction):
+- "serve": the Gbps a switch's cache hosts send to clients (the exporters'
+  `switchyard_xcache_client_bytes_total`, xrootd's own link-out counter, all
+  clients alike) against the plan's `serveGbps` for that switch (the
+  fair-share prediction of what those hosts serve).
+- "out" / "in": the load on a switch's uplink in that direction against the
+  plan's `fairOutGbps` / `fairInGbps`. The fair-share figures, not the LP
+  optimum's outGbps / inGbps: over the 45 loaded uplink directions of the
+  fabric bench (bench/results/fabric.md) measured loads were off the fair
+  share by 3.4% of capacity on average, off the LP's by 13.7%. The exporters
+  count bytes read by the reader's switch (`switchyard_xcache_served_bytes_total
+  {client_switch}`, from XRootD's f-stream and the client map), so out of
+  switch S is what S's caches serve to readers behind other switches, and in to
+  switch T is what caches elsewhere serve to T's readers plus what T's caches
+  fetch from the origin (outside the facility). Bytes of readers the map does
+  not place ('unknown') cross no uplink we can name and are left out; see
+  docs/metrics.md.
 
-Observed uplinks (not judged, exported beside the plan's): the exporters count
-bytes read by the reader's switch (`switchyard_xcache_served_bytes_total
-{client_switch}`, from XRootD's f-stream and the client map), so out of switch
-S is what S's caches serve to readers behind other switches, and in to switch
-T is what caches elsewhere serve to T's readers plus what T's caches fetch
-from the origin (outside the facility). Bytes of readers the map does not
-place ('unknown') cross no uplink we can name and are left out; see
-docs/metrics.md.
-
-A switch is judged only when it has a prediction of at least `floor_gbps`,
-every cache host on it reported recently, and the facility as a whole is
-serving at least `idle_fraction` of what the plan predicts (an idle facility,
-no analysis running, says nothing about the model). A switch whose ratio
-observed ÷ predicted stays off 1 by more than `threshold` for
-`sustain_seconds` drifts; it stops drifting after `clear_seconds` back within
-`clear_threshold` (a narrower band, so a ratio hovering at the threshold does
-not flap). The handler (handlers/drift.py) reads the exporters and keeps the
-history; everything here is a function of its arguments.
+A subject is judged only when its prediction is at least `floor_gbps`, it is
+measured (every cache host it depends on reported recently), and the facility
+as a whole is serving at least `idle_fraction` of what the plan predicts it
+serves (an idle facility, no analysis running, says nothing about the model).
+A subject whose ratio observed ÷ predicted stays off 1 by more than
+`threshold` for `sustain_seconds` drifts; it stops drifting after
+`clear_seconds` back within `clear_threshold` (a narrower band, so a ratio
+hovering at the threshold does not flap). The handler (handlers/drift.py)
+reads the exporters and keeps the history; everything here is a function of
+its arguments.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from .clientmap import UNKNOWN
 from .exporterspec import PREFIX
 
 REASON = "PredictionDrift"
-DIRECTION = "serve"  # what the per-switch comparison measures: bytes served by the switch's caches
+SERVE = "serve"              # bytes served by a switch's caches
+UPLINK = ("in", "out")       # load on a switch's uplink, towards it and away from it
+Subject = tuple[str, str]    # (switch, SERVE or one of UPLINK): what one verdict is about
 
 
 @dataclass(frozen=True)
@@ -47,8 +54,8 @@ class DriftRules:
     sustain_seconds: float = 300    # ... for this long
     clear_threshold: float = 0.15   # clears when back within this ...
     clear_seconds: float = 60       # ... for this long
-    floor_gbps: float = 1.0         # switches predicted to serve less are not judged
-    idle_fraction: float = 0.1      # the facility serving less than this share of the prediction is idle
+    floor_gbps: float = 1.0         # a switch's serve or uplink direction predicted below this is not judged
+    idle_fraction: float = 0.1      # the facility serving less than this share of its predicted serve is idle
     window_seconds: float = 60      # observed Gbps: the counters' increase over this window
     stale_seconds: float = 60       # a host whose counters did not move forward for this long is not measured
 
@@ -163,19 +170,30 @@ def observed_gbps(history: History, expected: Mapping[str, Iterable[HostKey]], n
 # ---------------------------------------------------------------- the verdict
 @dataclass(frozen=True)
 class SwitchDrift:
-    """What is remembered of a switch between assessments."""
+    """What is remembered of a subject (a switch's serve, or one direction of its uplink) between assessments."""
 
     drifting: bool = False
     since: float | None = None   # start of the streak that would flip `drifting` (out of band, or back in it)
 
 
+def name(subject: Subject) -> str:
+    """How messages and events name a subject: "switch rack-a", "uplink rack-a in"."""
+    switch, direction = subject
+    return f"switch {switch}" if direction == SERVE else f"uplink {switch} {direction}"
+
+
 @dataclass(frozen=True)
 class SwitchVerdict:
     switch: str
+    direction: str               # SERVE or one of UPLINK
     predicted: float
     observed: float | None
     judged: bool
     drifting: bool
+
+    @property
+    def subject(self) -> Subject:
+        return (self.switch, self.direction)
 
     @property
     def ratio(self) -> float | None:
@@ -187,15 +205,16 @@ class SwitchVerdict:
     def describe(self) -> str:
         ratio = "n/a" if self.ratio is None else f"{self.ratio:.2f}"
         observed = "unmeasured" if self.observed is None else f"{self.observed:.2f} Gbps"
-        return f"switch {self.switch} served {observed}, predicted {self.predicted:.2f} (ratio {ratio})"
+        verb = "served" if self.direction == SERVE else "carried"
+        return f"{name(self.subject)} {verb} {observed}, predicted {self.predicted:.2f} (ratio {ratio})"
 
 
 @dataclass(frozen=True)
 class Assessment:
     verdicts: tuple[SwitchVerdict, ...]
-    memory: Mapping[str, SwitchDrift]
-    began: tuple[str, ...]     # switches that started drifting with this assessment
-    cleared: tuple[str, ...]   # switches that stopped
+    memory: Mapping[Subject, SwitchDrift]
+    began: tuple[Subject, ...]     # subjects that started drifting with this assessment
+    cleared: tuple[Subject, ...]   # subjects that stopped
     idle: bool
     rules: DriftRules
 
@@ -204,25 +223,30 @@ class Assessment:
         return tuple(v for v in self.verdicts if v.drifting)
 
     def message(self) -> str:
-        """Names the drifting switches with their figures; empty when none drifts."""
+        """Names the drifting switches and uplinks with their figures; empty when none drifts."""
         if not self.drifting:
             return ""
-        return (f"{REASON}: the bytes served by the caches of {len(self.drifting)} switch(es) have been off the "
-                f"plan's prediction by more than {self.rules.threshold:.0%} for {self.rules.sustain_seconds:.0f} s: "
-                + "; ".join(v.describe() for v in self.drifting)
+        return (f"{REASON}: the bytes measured on {len(self.drifting)} switch(es) or uplink direction(s) have been "
+                f"off the plan's prediction by more than {self.rules.threshold:.0%} for "
+                f"{self.rules.sustain_seconds:.0f} s: " + "; ".join(v.describe() for v in self.drifting)
                 + ". Check the switch labels and NIC annotations of the nodes there; running children are untouched")
 
 
-def assess(predicted: Mapping[str, float], observed: Mapping[str, float | None],
-           memory: Mapping[str, SwitchDrift], now: float, rules: DriftRules) -> Assessment:
-    """Judge every switch with a prediction; `memory` is the previous assessment's (or seed())."""
-    judged_total = [(predicted[s], observed.get(s)) for s in predicted if predicted[s] >= rules.floor_gbps]
-    measured = [(p, o) for p, o in judged_total if o is not None]
-    idle = bool(measured) and sum(o for _, o in measured) < rules.idle_fraction * sum(p for p, _ in measured)
+def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float | None],
+           memory: Mapping[Subject, SwitchDrift], now: float, rules: DriftRules) -> Assessment:
+    """Judge every subject with a prediction; `memory` is the previous assessment's (or seed()).
+
+    A subject missing from `observed` (or None there) is unmeasured. Whether
+    the facility is idle is decided on the serve subjects alone: what its
+    caches serve is what an analysis running means.
+    """
+    serving = [(p, o) for (s, d), p in predicted.items() if d == SERVE and p >= rules.floor_gbps
+               and (o := observed.get((s, d))) is not None]
+    idle = bool(serving) and sum(o for _, o in serving) < rules.idle_fraction * sum(p for p, _ in serving)
     verdicts, new_memory, began, cleared = [], {}, [], []
-    for switch in sorted(predicted):
-        gbps, seen = predicted[switch], observed.get(switch)
-        before = memory.get(switch, SwitchDrift())
+    for subject in sorted(predicted):
+        gbps, seen = predicted[subject], observed.get(subject)
+        before = memory.get(subject, SwitchDrift())
         if gbps < rules.floor_gbps or idle:
             after = SwitchDrift()                      # nothing to disagree about
         elif seen is None:
@@ -237,21 +261,21 @@ def assess(predicted: Mapping[str, float], observed: Mapping[str, float | None],
                 hold = rules.clear_seconds if before.drifting else rules.sustain_seconds
                 after = SwitchDrift(not before.drifting) if now - since >= hold else SwitchDrift(before.drifting, since)
         if after.drifting and not before.drifting:
-            began.append(switch)
+            began.append(subject)
         elif before.drifting and not after.drifting:
-            cleared.append(switch)
-        new_memory[switch] = after
+            cleared.append(subject)
+        new_memory[subject] = after
         judged = gbps >= rules.floor_gbps and not idle and seen is not None
-        verdicts.append(SwitchVerdict(switch, gbps, seen, judged, after.drifting))
-    cleared += sorted(s for s, m in memory.items() if m.drifting and s not in predicted)  # switch left the plan
+        verdicts.append(SwitchVerdict(*subject, gbps, seen, judged, after.drifting))
+    cleared += sorted(s for s, m in memory.items() if m.drifting and s not in predicted)  # left the plan
     return Assessment(tuple(verdicts), new_memory, tuple(began), tuple(cleared), idle, rules)
 
 
-_NAMED = re.compile(r"switch (\S+) served ")
+_NAMED = re.compile(rf"switch (\S+) served |uplink (\S+) ({'|'.join(UPLINK)}) carried ")
 
 
-def seed(conditions: Iterable[Mapping] | None) -> dict[str, SwitchDrift]:
-    """Memory for a facility first seen by this process: the switches its Degraded condition names as drifting.
+def seed(conditions: Iterable[Mapping] | None) -> dict[Subject, SwitchDrift]:
+    """Memory for a facility first seen by this process: the subjects its Degraded condition names as drifting.
 
     So an operator restart keeps a standing drift until the bytes say otherwise,
     instead of clearing it and raising it again minutes later.
@@ -259,7 +283,9 @@ def seed(conditions: Iterable[Mapping] | None) -> dict[str, SwitchDrift]:
     degraded = cond.condition(list(conditions or ()), "Degraded")
     if not degraded or degraded.get("status") != "True" or REASON not in (degraded.get("message") or ""):
         return {}
-    return {name: SwitchDrift(True) for name in _NAMED.findall(degraded["message"].split(REASON + ":", 1)[1])}
+    named = _NAMED.findall(degraded["message"].split(REASON + ":", 1)[1])
+    return {(served, SERVE) if served else (switch, direction): SwitchDrift(True)
+            for served, switch, direction in named}
 
 
 def with_drift(states: Mapping[str, cond.State], assessment: Assessment | None) -> dict[str, cond.State]:
@@ -279,12 +305,22 @@ def with_drift(states: Mapping[str, cond.State], assessment: Assessment | None) 
     return out
 
 
-def predicted_serve(plan_summary: Mapping | None) -> dict[str, float] | None:
-    """switch -> the plan's serveGbps, from a facility's status.plan; None for a plan without it."""
+_PREDICTED = {SERVE: "serveGbps", "in": "fairInGbps", "out": "fairOutGbps"}
+
+
+def predictions(plan_summary: Mapping | None) -> dict[Subject, float] | None:
+    """(switch, direction) -> the plan's fair-share prediction, from a facility's status.plan; None for a plan
+    without it (made before the fair share was predicted)."""
     switches = (plan_summary or {}).get("switches") or []
-    if not switches or any("serveGbps" not in s for s in switches):
+    if not switches or any(key not in s for s in switches for key in _PREDICTED.values()):
         return None
-    return {s["name"]: float(s["serveGbps"]) for s in switches}
+    return {(s["name"], direction): float(s[key]) for s in switches for direction, key in _PREDICTED.items()}
+
+
+def observations(served: Mapping[str, float | None],
+                 uplinks: Mapping[Subject, float]) -> dict[Subject, float | None]:
+    """Every subject's observed Gbps: observed_gbps' per switch (as serve) and observed_uplinks'."""
+    return {**{(switch, SERVE): gbps for switch, gbps in served.items()}, **uplinks}
 
 
 # ---------------------------------------------------------------- observed uplinks

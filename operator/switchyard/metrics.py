@@ -97,11 +97,13 @@ def _set_series(namespace: str, facility: str, values: Mapping[Gauge, Mapping[tu
 
 # --------------------------------------------------------------- prediction drift (handlers/drift.py)
 PREDICTED_GBPS = Gauge("switchyard_predicted_gbps", "What the plan predicts a switch carries, Gbps, by direction "
-                       "(serve: served by the switch's cache hosts, the plan's serveGbps).",
+                       "(serve: served by the switch's cache hosts, the plan's serveGbps; in / out: its uplink's "
+                       "fair-share load, fairInGbps / fairOutGbps): the figures drift is judged against.",
                        ["namespace", "facility", "switch", "direction"])
 OBSERVED_GBPS = Gauge("switchyard_observed_gbps", "What a switch carries as the operator measured it, Gbps, by "
                       "direction (serve: bytes the switch's cache hosts sent to clients over the drift window, "
-                      "from their exporters).", ["namespace", "facility", "switch", "direction"])
+                      "from their exporters; in / out: as switchyard_observed_uplink_gbps).",
+                      ["namespace", "facility", "switch", "direction"])
 OBSERVED_UPLINK_GBPS = Gauge("switchyard_observed_uplink_gbps", "Load on a switch's uplink as the operator measured "
                              "it over the drift window, Gbps, by direction (compare switchyard_plan_uplink_gbps): "
                              "out = its caches serving readers on other switches; in = caches elsewhere serving its "
@@ -110,18 +112,25 @@ OBSERVED_UPLINK_GBPS = Gauge("switchyard_observed_uplink_gbps", "Load on a switc
 PREDICTION_RATIO = Gauge("switchyard_prediction_ratio", "Observed over predicted Gbps per switch and direction "
                          "(1 = the plan is right); only where the prediction is above the drift floor.",
                          ["namespace", "facility", "switch", "direction"])
-PREDICTION_DRIFT = Gauge("switchyard_prediction_drift", "1 while a switch's observed Gbps has disagreed with the "
-                         "plan long enough to set Degraded=True PredictionDrift, else 0.",
-                         ["namespace", "facility", "switch"])
+PREDICTION_DRIFT = Gauge("switchyard_prediction_drift", "1 while the bytes a switch's caches serve have disagreed "
+                         "with the plan long enough to set Degraded=True PredictionDrift, else 0 (its uplink: "
+                         "switchyard_uplink_prediction_drift).", ["namespace", "facility", "switch"])
+UPLINK_PREDICTION_DRIFT = Gauge("switchyard_uplink_prediction_drift", "1 while one direction of a switch's uplink "
+                                "has carried a load off the plan's fair-share prediction long enough to set "
+                                "Degraded=True PredictionDrift, else 0.",
+                                ["namespace", "facility", "switch", "direction"])
 
 
 def export_drift(namespace: str, facility: str, predicted: Mapping[tuple[str, str], float],
                  observed: Mapping[tuple[str, str], float], ratio: Mapping[tuple[str, str], float],
-                 drifting: Mapping[str, bool], uplinks: Mapping[tuple[str, str], float] | None = None) -> None:
+                 drifting: Mapping[str, bool], uplinks: Mapping[tuple[str, str], float] | None = None,
+                 uplinks_drifting: Mapping[tuple[str, str], bool] | None = None) -> None:
     """Set the drift gauges of one facility ((switch, direction) -> value); series no longer given are removed."""
-    _set_series(namespace, facility, {PREDICTED_GBPS: predicted, OBSERVED_GBPS: observed, PREDICTION_RATIO: ratio,
-                                      PREDICTION_DRIFT: {(s,): float(d) for s, d in drifting.items()},
-                                      OBSERVED_UPLINK_GBPS: dict(uplinks or {})})
+    _set_series(namespace, facility, {
+        PREDICTED_GBPS: predicted, OBSERVED_GBPS: observed, PREDICTION_RATIO: ratio,
+        PREDICTION_DRIFT: {(s,): float(d) for s, d in drifting.items()},
+        OBSERVED_UPLINK_GBPS: dict(uplinks or {}),
+        UPLINK_PREDICTION_DRIFT: {key: float(d) for key, d in (uplinks_drifting or {}).items()}})
 
 
 def forget_facility(namespace: str, facility: str) -> None:

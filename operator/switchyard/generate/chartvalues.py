@@ -68,18 +68,21 @@ class Watch(Values):
 
 
 class PredictionDrift(Values):
-    enabled: bool = Field(True, description="Compare the Gbps each switch's caches serve (read from their exporters) "
-                                            "with the plan's serveGbps, and set Degraded=True PredictionDrift on a "
+    enabled: bool = Field(True, description="Compare the Gbps each switch's caches serve, and the load on each "
+                                            "direction of its uplink (read from their exporters), with the plan's "
+                                            "fair-share prediction, and set Degraded=True PredictionDrift on a "
                                             "sustained disagreement (SWITCHYARD_DRIFT_CHECK); see docs/metrics.md.")
-    threshold: float = Field(_DRIFT.threshold, gt=0, le=10, description="A switch drifts when |observed/predicted - 1| "
-                                                                        "exceeds this (SWITCHYARD_DRIFT_THRESHOLD) ...")
+    threshold: float = Field(_DRIFT.threshold, gt=0, le=10, description="A switch's serve or an uplink direction drifts "
+                                                                        "when |observed/predicted - 1| exceeds this "
+                                                                        "(SWITCHYARD_DRIFT_THRESHOLD) ...")
     sustain_seconds: float = Field(_DRIFT.sustain_seconds, ge=0, le=86400,
                                    description="... for this long (SWITCHYARD_DRIFT_SUSTAIN_SECONDS).")
     clear_threshold: float = Field(_DRIFT.clear_threshold, gt=0, le=10,
                                    description="It clears back within this (SWITCHYARD_DRIFT_CLEAR_THRESHOLD) ...")
     clear_seconds: float = Field(_DRIFT.clear_seconds, ge=0, le=86400,
                                  description="... for this long (SWITCHYARD_DRIFT_CLEAR_SECONDS).")
-    floor_gbps: float = Field(_DRIFT.floor_gbps, ge=0, description="Switches predicted to serve less are not judged "
+    floor_gbps: float = Field(_DRIFT.floor_gbps, ge=0, description="A switch's serve or an uplink direction "
+                                                                   "predicted below this is not judged "
                                                                    "(SWITCHYARD_DRIFT_FLOOR_GBPS).")
     idle_fraction: float = Field(_DRIFT.idle_fraction, ge=0, le=1,
                                  description="A facility serving less than this share of its prediction is idle and "

@@ -50,7 +50,8 @@ JOINS = """\
 DRIFT = """\
 ## Prediction drift: what is compared with what
 
-Every facility checks its plan against the bytes its caches serve. The
+Every facility checks its plan against the bytes its caches serve and the
+load they put on each uplink. The
 **operator** does it, not the exporter: the plan, the conditions and the
 events are the operator's, while an exporter knows one host and no plan.
 Every `SWITCHYARD_DRIFT_READ_SECONDS` (15 s) the facility's reconcile reads
@@ -76,7 +77,7 @@ the xrootd summary it comes from.
   planned worker reads at its fleet's `readGbps`. Link Gbps: a full link
   carries about 0.956 of it as TCP payload (1500 MTU), well inside the
   threshold.
-- **Uplinks: observed, not judged.** Each exporter counts the bytes
+- **Uplinks**, per switch and direction. Each exporter counts the bytes
   clients read from its cache by the switch the reader sits behind
   (`switchyard_xcache_served_bytes_total{client_switch}`): xrootd sends a
   user-login record per client (its address; the config says
@@ -94,8 +95,14 @@ the xrootd summary it comes from.
   exported once S's planned hosts are measured, `in` once every planned host
   is (any cache may serve T's readers). The dashboard shows both
   ("Uplink load per direction: predicted vs observed", and the observed
-  utilisation in "Uplink utilisation: predicted vs observed"); drift is
-  still judged on the bytes served per switch only.
+  utilisation in "Uplink utilisation: predicted vs observed"). Each
+  direction is judged against the plan's fair-share figure,
+  `status.plan.switches[].fairOutGbps` / `fairInGbps`
+  (`switchyard_predicted_gbps{direction="out"|"in"}`), not the LP optimum's
+  `outGbps` / `inGbps` (`switchyard_plan_uplink_gbps`): on the fabric bench
+  measured uplinks were off the fair share by 3.4% of capacity on average, off
+  the LP's by 13.7% (`bench/results/fabric.md`). A direction not yet
+  measured is not judged and keeps its verdict.
 - **Not observed.** Readers whose address is in no Node's InternalIPs or pod
   CIDR (outside the cluster, or a pod network the Node does not announce)
   count as `client_switch="unknown"` and in no uplink; so do bytes of files
@@ -106,25 +113,33 @@ the xrootd summary it comes from.
   to the scheduler, S3 staging, origin traffic of other sites) is not seen:
   a switch's own counters, if the site scrapes them, remain the direct check.
 
-`switchyard_prediction_ratio` is observed ÷ predicted where the prediction is
-at least `SWITCHYARD_DRIFT_FLOOR_GBPS` (1 Gbps). A switch whose ratio stays
-off 1 by more than `SWITCHYARD_DRIFT_THRESHOLD` (0.25) for
+`switchyard_prediction_ratio{direction}` is observed ÷ predicted where the
+prediction is at least `SWITCHYARD_DRIFT_FLOOR_GBPS` (1 Gbps); a switch's
+serve or an uplink direction predicted below it is not judged (a plan that
+keeps a switch's reads local predicts about 0 on its uplink, so traffic that
+crosses it anyway is shown, not judged). Serve and uplinks follow the same
+rules: one whose ratio stays off 1 by more than
+`SWITCHYARD_DRIFT_THRESHOLD` (0.25) for
 `SWITCHYARD_DRIFT_SUSTAIN_SECONDS` (300 s) drifts
-(`switchyard_prediction_drift` 1): the facility gets `Degraded=True`, reason
-`PredictionDrift`, with a message naming each such switch with its observed
-and predicted Gbps (if the facility is already Degraded for another reason,
+(`switchyard_prediction_drift{switch}` 1 for a switch's serve,
+`switchyard_uplink_prediction_drift{switch, direction}` 1 for an uplink
+direction): the facility gets `Degraded=True`, reason `PredictionDrift`,
+with a message naming each, e.g. "switch rack-a served 4.00 Gbps, predicted
+10.00 (ratio 0.40); uplink rack-b in carried 3.10 Gbps, predicted 7.50
+(ratio 0.41)" (if the facility is already Degraded for another reason,
 that reason stays and the drift is appended to its message), and a Warning
 event `PredictionDrift`. It clears after `SWITCHYARD_DRIFT_CLEAR_SECONDS`
 (60 s) within `SWITCHYARD_DRIFT_CLEAR_THRESHOLD` (0.15) of 1, with a Normal
-event `PredictionAgrees`. While the facility serves less than
-`SWITCHYARD_DRIFT_IDLE_FRACTION` (0.1) of its predicted total, it is idle
-(no analysis running says nothing about the model): nothing is judged and a
-standing drift clears. Workers that read, but less than their `readGbps`,
-show as a ratio below 1: the prediction assumes busy readers. Nothing is
+event `PredictionAgrees`. While the facility's caches serve less than
+`SWITCHYARD_DRIFT_IDLE_FRACTION` (0.1) of their predicted total, it is idle
+(no analysis running says nothing about the model): nothing, uplinks
+included, is judged and a standing drift clears. Workers that read, but less
+than their `readGbps`, show as a ratio below 1: the prediction assumes busy
+readers. Nothing is
 changed on any child because of a drift; `SWITCHYARD_DRIFT_CHECK=false`
 turns the check (and its exporter reads) off. The operator keeps the
-history in memory; after a restart a standing drift stays until the bytes
-say otherwise.
+history in memory; after a restart a standing drift (serve or uplink, read
+back from the condition's message) stays until the bytes say otherwise.
 
 """
 

@@ -2,8 +2,8 @@
 
 Called from the facility's reconcile with the plan it just made; reads the
 exporters at most every SWITCHYARD_DRIFT_READ_SECONDS, exports the drift
-gauges and posts an event when a switch starts or stops drifting. It only
-reads: no child is changed because of what it finds.
+gauges and posts an event when a switch's serve or an uplink direction starts
+or stops drifting. It only reads: no child is changed because of what it finds.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .status import ObjectEvents
 class FacilityDrift:
     """What this process keeps of one facility between reads."""
 
-    memory: Mapping[str, drift.SwitchDrift]
+    memory: Mapping[drift.Subject, drift.SwitchDrift]
     history: dict = field(default_factory=dict)
     last_read: float = -math.inf
     assessment: drift.Assessment | None = None
@@ -81,7 +81,7 @@ def expected_hosts(plan, pool_names: Mapping[str, str]) -> dict[str, list[drift.
 
 
 def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, str], logger) -> drift.Assessment | None:
-    """The facility's latest drift assessment (None: not checked, or the plan predicts no serveGbps)."""
+    """The facility's latest drift assessment (None: not checked, or the plan has no fair-share prediction)."""
     settings = current()
     meta = body["metadata"]
     if not settings.drift_check:
@@ -98,9 +98,10 @@ def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, s
     state.history = drift.record(state.history, readings, now, keep_seconds=keep)
     state.flows = drift.record_flows(state.flows, flows, now, keep_seconds=keep)
     state.last_read = now
-    observed = drift.observed_gbps(state.history, expected, now, rules)
+    served = drift.observed_gbps(state.history, expected, now, rules)
     uplinks = drift.observed_uplinks(state.flows, expected, now, rules)
-    predicted = drift.predicted_serve(plan_summary)
+    observed = drift.observations(served, uplinks)
+    predicted = drift.predictions(plan_summary)
     state.assessment = None if predicted is None else drift.assess(predicted, observed, state.memory, now, rules)
     if state.assessment is not None:
         state.memory = state.assessment.memory
@@ -112,22 +113,26 @@ def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, s
 def _announce(body: Mapping, assessment: drift.Assessment, logger) -> None:
     events = ObjectEvents(body, logger)
     if assessment.began:
-        began = [v for v in assessment.drifting if v.switch in assessment.began]
-        events.warning(f"{drift.REASON} on switch(es) {', '.join(assessment.began)}: "
-                       + "; ".join(v.describe() for v in began), reason=drift.REASON)
+        began = [v for v in assessment.drifting if v.subject in assessment.began]
+        events.warning(f"{drift.REASON} on {_names(assessment.began)}: " + "; ".join(v.describe() for v in began),
+                       reason=drift.REASON)
     if assessment.cleared:
         why = "the facility is idle" if assessment.idle else "observed and predicted agree again"
-        events.info(f"Prediction drift cleared on switch(es) {', '.join(assessment.cleared)}: {why}",
-                    reason="PredictionAgrees")
+        events.info(f"Prediction drift cleared on {_names(assessment.cleared)}: {why}", reason="PredictionAgrees")
 
 
-def _export(namespace: str, facility: str, predicted: Mapping[str, float], observed: Mapping[str, float | None],
-            assessment: drift.Assessment | None, uplinks: Mapping[tuple[str, str], float]) -> None:
-    key = lambda switch: (switch, drift.DIRECTION)  # noqa: E731
+def _names(subjects) -> str:
+    return ", ".join(drift.name(subject) for subject in subjects)
+
+
+def _export(namespace: str, facility: str, predicted: Mapping[drift.Subject, float],
+            observed: Mapping[drift.Subject, float | None], assessment: drift.Assessment | None,
+            uplinks: Mapping[drift.Subject, float]) -> None:
     verdicts = assessment.verdicts if assessment is not None else ()
-    export_drift(namespace, facility,
-                 predicted={key(s): g for s, g in predicted.items()},
-                 observed={key(s): g for s, g in observed.items() if g is not None},
-                 ratio={key(v.switch): v.ratio for v in verdicts
+    export_drift(namespace, facility, predicted=dict(predicted),
+                 observed={subject: g for subject, g in observed.items() if g is not None},
+                 ratio={v.subject: v.ratio for v in verdicts
                         if v.ratio is not None and v.predicted >= current().drift.floor_gbps},
-                 drifting={v.switch: v.drifting for v in verdicts}, uplinks=uplinks)
+                 drifting={v.switch: v.drifting for v in verdicts if v.direction == drift.SERVE},
+                 uplinks=uplinks,
+                 uplinks_drifting={v.subject: v.drifting for v in verdicts if v.direction != drift.SERVE})

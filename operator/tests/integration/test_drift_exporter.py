@@ -18,7 +18,9 @@ import time
 import pytest
 from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
 
-from switchyard.drift import DriftRules, SwitchDrift, assess, host_gbps, observed_gbps, parse_readings, record
+from switchyard.drift import (
+    SERVE, DriftRules, SwitchDrift, assess, host_gbps, observations, observed_gbps, parse_readings, record,
+)
 from switchyard.exporterspec import exporter_args
 from switchyard.handlers.exporters import metrics_text
 
@@ -122,8 +124,9 @@ def test_observed_gbps_from_a_real_exporter_matches_the_bytes_the_client_receive
     assert truth <= observed[SWITCH] < truth * 1.02
 
     # Judged against a plan: a prediction twice what was served drifts once sustained; the right one never does.
-    wrong = assess({SWITCH: 2 * observed[SWITCH]}, observed, {}, now, DriftRules(floor_gbps=0.001, sustain_seconds=0))
+    subject, judged = (SWITCH, SERVE), observations(observed, {})
+    wrong = assess({subject: 2 * observed[SWITCH]}, judged, {}, now, DriftRules(floor_gbps=0.001, sustain_seconds=0))
     assert [v.switch for v in wrong.drifting] == [SWITCH] and wrong.drifting[0].ratio == pytest.approx(0.5)
-    right = assess({SWITCH: observed[SWITCH] * 1.01}, observed, {SWITCH: SwitchDrift(True)}, now,
+    right = assess({subject: observed[SWITCH] * 1.01}, judged, {subject: SwitchDrift(True)}, now,
                    DriftRules(floor_gbps=0.001, clear_seconds=0))
-    assert not right.drifting and right.cleared == (SWITCH,)
+    assert not right.drifting and right.cleared == (subject,)

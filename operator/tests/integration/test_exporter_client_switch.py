@@ -3,6 +3,9 @@
 The exporter's client map puts 127.0.0.0/8 behind switch 'local' and the
 namespace's address behind 'remote'; each reader reads a file of its own size,
 so bytes counted under the wrong switch (or under 'unknown') fail the test.
+The uplink loads they make are then judged against a plan (drift.assess): one
+that predicted twice the namespace reader's bytes out of 'local' drifts, named
+in the condition, and clears against the right prediction.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
 
-from switchyard.drift import DriftRules, observed_uplinks, parse_flows, record_flows
+from switchyard import conditions as cond
+from switchyard.drift import (
+    REASON, DriftRules, SwitchDrift, assess, observed_uplinks, parse_flows, record_flows, seed, with_drift,
+)
 from switchyard.exporterspec import exporter_args
 
 pytestmark = pytest.mark.integration
@@ -121,8 +127,28 @@ def test_bytes_are_counted_under_the_readers_switch(xrd_base, xrootd_account, re
         assert uplinks[("remote", "in")] == pytest.approx(gbps(read("remote")), rel=1e-9)
         assert uplinks[("local", "in")] == pytest.approx(gbps(origin_fill), rel=1e-9)
         assert uplinks[("remote", "out")] == 0
+        judge_against_a_plan(uplinks, now)
     finally:
         cache.daemon.stop()
         exporter.stop()
         origin.daemon.stop()
         origin.meter.close()
+
+
+def judge_against_a_plan(uplinks: dict, now: float) -> None:
+    """A plan predicting twice the measured load out of 'local' drifts there alone; the right one clears it."""
+    rules = DriftRules(floor_gbps=1e-6, sustain_seconds=0, clear_seconds=0)
+    out, inbound = uplinks[("local", "out")], uplinks[("remote", "in")]
+    wrong = {("local", "out"): 2 * out, ("remote", "in"): inbound, ("remote", "out"): 0.0}
+    drifted = assess(wrong, uplinks, {}, now, rules)
+    assert [v.subject for v in drifted.drifting] == [("local", "out")], drifted.verdicts
+    states = with_drift(cond.ready(), drifted)
+    degraded = states["Degraded"]
+    assert (degraded.status, degraded.reason) == (True, REASON)
+    assert f"uplink local out carried {out:.2f} Gbps, predicted {2 * out:.2f} (ratio 0.50)" in degraded.message
+    assert "remote" not in degraded.message
+    conditions = cond.merge([], 1, "t", **states)
+    assert seed(conditions) == {("local", "out"): SwitchDrift(True)}
+    right = {**wrong, ("local", "out"): out}
+    cleared = assess(right, uplinks, seed(conditions), now, rules)
+    assert not cleared.drifting and cleared.cleared == (("local", "out"),)

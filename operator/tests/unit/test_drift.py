@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from switchyard import conditions as cond
 from switchyard.drift import (
-    REASON, DriftRules, HostReading, SwitchDrift, assess, host_gbps, observed_gbps, parse_readings, predicted_serve,
-    record, seed, with_drift,
+    REASON, SERVE, DriftRules, HostReading, SwitchDrift, assess, host_gbps, observations, observed_gbps,
+    parse_readings, predictions, record, seed, with_drift,
 )
 from switchyard.exporter import ExporterSettings, XCacheCollector
 from switchyard.settings import Settings
@@ -101,12 +101,17 @@ def test_observed_per_switch_sums_its_hosts_and_needs_every_planned_one():
     assert observed["sw4"] is None   # no cache there: nothing observable
 
 
-def run(predicted, observations, rules=RULES, memory=None):
+def subjects(mapping: dict) -> dict:
+    """A switch name as key means its serve; (switch, direction) keys are kept."""
+    return {(key, SERVE) if isinstance(key, str) else key: value for key, value in mapping.items()}
+
+
+def run(predicted, steps, rules=RULES, memory=None):
     """Assess at each (time, observed) in turn; returns every assessment."""
-    memory = memory or {}
+    memory = subjects(memory or {})
     out = []
-    for now, observed in observations:
-        result = assess(predicted, observed, memory, now, rules)
+    for now, observed in steps:
+        result = assess(subjects(predicted), subjects(observed), memory, now, rules)
         memory = result.memory
         out.append(result)
     return out
@@ -117,13 +122,13 @@ def test_drift_needs_the_disagreement_to_last_the_sustain_time():
     steps = run(predicted, [(t, {"sw1": 5.0, "sw2": 10.2}) for t in range(0, 301, 15)])
     assert [s.drifting for s in steps[:-1]] == [()] * (len(steps) - 1)        # 285 s is not enough
     last = steps[-1]
-    assert [v.switch for v in last.drifting] == ["sw1"] and last.began == ("sw1",)
+    assert [v.switch for v in last.drifting] == ["sw1"] and last.began == (("sw1", SERVE),)
     assert last.drifting[0].ratio == pytest.approx(0.5)
     # An interruption restarts the clock.
     steps = run(predicted, [(t, {"sw1": 5.0 if t != 150 else 9.0, "sw2": 10.0}) for t in range(0, 301, 15)])
     assert not steps[-1].drifting
     # Too much is as wrong as too little.
-    assert run(predicted, [(0, {"sw1": 13.0, "sw2": 10}), (300, {"sw1": 13.0, "sw2": 10})])[-1].began == ("sw1",)
+    assert run(predicted, [(0, {"sw1": 13.0, "sw2": 10}), (300, {"sw1": 13.0, "sw2": 10})])[-1].began == (("sw1", SERVE),)
 
 
 def test_within_the_threshold_never_drifts():
@@ -138,7 +143,7 @@ def test_drift_clears_only_after_agreeing_within_the_narrower_band():
     assert all(s.drifting for s in steps) and not any(s.cleared for s in steps)
     steps = run({"sw1": 10.0}, [(t, {"sw1": 9.0}) for t in range(0, 61, 15)], memory=drifting)
     assert [bool(s.drifting) for s in steps] == [True, True, True, True, False]
-    assert steps[-1].cleared == ("sw1",)
+    assert steps[-1].cleared == (("sw1", SERVE),)
 
 
 def test_a_switch_below_the_floor_or_an_idle_facility_is_not_judged():
@@ -148,7 +153,7 @@ def test_a_switch_below_the_floor_or_an_idle_facility_is_not_judged():
     # Nobody reads: not a disagreement with the model, and a standing drift goes.
     idle = run({"sw1": 10.0, "sw2": 10.0}, [(t, {"sw1": 0.2, "sw2": 0.5}) for t in range(0, 601, 15)],
                memory={"sw1": SwitchDrift(True)})
-    assert idle[0].idle and idle[0].cleared == ("sw1",) and not any(s.drifting for s in idle)
+    assert idle[0].idle and idle[0].cleared == (("sw1", SERVE),) and not any(s.drifting for s in idle)
 
 
 def test_an_unmeasured_switch_keeps_its_verdict_and_restarts_its_streak():
@@ -160,8 +165,8 @@ def test_an_unmeasured_switch_keeps_its_verdict_and_restarts_its_streak():
 
 
 def test_a_switch_leaving_the_plan_clears_its_drift():
-    result = assess({"sw2": 10.0}, {"sw2": 10.0}, {"sw1": SwitchDrift(True)}, 0, RULES)
-    assert result.cleared == ("sw1",)
+    [result] = run({"sw2": 10.0}, [(0, {"sw2": 10.0})], memory={"sw1": SwitchDrift(True), ("sw1", "in"): SwitchDrift(True)})
+    assert result.cleared == (("sw1", "in"), ("sw1", SERVE))
 
 
 def drifting_assessment():
@@ -178,7 +183,7 @@ def test_the_condition_names_the_switches_and_survives_a_restart():
     assert "switch sw1 served 4.00 Gbps, predicted 10.00 (ratio 0.40)" in degraded.message
     assert "switch sw-b.2 served 20.00 Gbps" in degraded.message and "sw3" not in degraded.message
     conditions = cond.merge([], 1, "2026-11-23T00:00:00Z", **states)
-    assert seed(conditions) == {"sw1": SwitchDrift(True), "sw-b.2": SwitchDrift(True)}
+    assert seed(conditions) == subjects({"sw1": SwitchDrift(True), "sw-b.2": SwitchDrift(True)})
 
 
 def test_another_degraded_reason_keeps_its_reason_and_the_drift_is_added():
@@ -187,16 +192,25 @@ def test_another_degraded_reason_keeps_its_reason_and_the_drift_is_added():
     merged = with_drift(states, drifting_assessment())
     assert merged["Degraded"].reason == "NodesNotReady"
     assert merged["Degraded"].message.startswith("1 node(s)") and REASON in merged["Degraded"].message
-    assert set(seed(cond.merge([], 1, "t", **merged))) == {"sw1", "sw-b.2"}
+    assert set(seed(cond.merge([], 1, "t", **merged))) == {("sw1", SERVE), ("sw-b.2", SERVE)}
     assert with_drift(states, None) == states
     assert seed(cond.merge([], 1, "t", **states)) == {}
 
 
-def test_predicted_serve_reads_the_status_plan():
-    plan = {"switches": [{"name": "sw1", "serveGbps": 12.5}, {"name": "sw2", "serveGbps": 0}]}
-    assert predicted_serve(plan) == {"sw1": 12.5, "sw2": 0.0}
-    assert predicted_serve({"switches": [{"name": "sw1", "inGbps": 3}]}) is None   # a plan without the prediction
-    assert predicted_serve(None) is None
+def test_predictions_read_the_fair_share_figures_of_the_status_plan():
+    plan = {"switches": [{"name": "sw1", "serveGbps": 12.5, "fairInGbps": 3, "fairOutGbps": 4, "inGbps": 30,
+                          "outGbps": 40},
+                         {"name": "sw2", "serveGbps": 0, "fairInGbps": 0, "fairOutGbps": 0}]}
+    assert predictions(plan) == {("sw1", SERVE): 12.5, ("sw1", "in"): 3.0, ("sw1", "out"): 4.0,
+                                 ("sw2", SERVE): 0.0, ("sw2", "in"): 0.0, ("sw2", "out"): 0.0}
+    assert predictions({"switches": [{"name": "sw1", "inGbps": 3}]}) is None   # a plan without the fair share
+    assert predictions({"switches": [{"name": "sw1", "serveGbps": 3}]}) is None
+    assert predictions(None) is None
+
+
+def test_observations_join_served_and_uplinks():
+    assert observations({"sw1": 2.0, "sw2": None}, {("sw1", "out"): 1.5}) == {
+        ("sw1", SERVE): 2.0, ("sw2", SERVE): None, ("sw1", "out"): 1.5}
 
 
 def test_rules_come_from_the_environment():
