@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fabric import PREFIX, down, namespaces  # noqa: E402
+from fabric import PREFIX, down, host_congestion, namespaces  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
 from fabric_scenario import READER_ORDERS, fabric_for, layout, run  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
@@ -79,7 +79,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
     log(f"  fair-share reference: {fair.delivered_gbps} Gbps")
     log(f"  {len(the.hosts)} node namespaces, {len(the.caches)} caches, {len(the.streams)} reader streams"
         + (f", {the.unplaced} workers unplaced" if the.unplaced else ""))
-    with fabric_for(TAG, topology, the, scale) as fabric:
+    with fabric_for(TAG, topology, the, scale, args.congestion) as fabric:
         t0 = time.monotonic()
         m = run(fabric, the, pools, args.file_kib << 10, args.warmup, args.window, args.repeats, log=log)
         seconds = time.monotonic() - t0
@@ -97,16 +97,13 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
     caches = sorted(the.caches)
     windows = []
     for w in m.windows:
-        up = {s.name: [v / scale for v in w.mbit(f"uplink:{s.name}")] for s in topology.switches}
+        # The shapers' own byte counts (frames as a rate is charged) are the measure; the interface
+        # counters are kept beside them (their ratio to a rate depends on the senders' burst sizes).
         windows.append({
             "seconds": round(w.seconds, 2), "cpu_busy": round(w.cpu_busy, 3), "load1": round(w.load, 2),
             "fabric_cores": round(w.fabric_cores, 3), "softirq_cores": round(w.softirq_cores, 3),
-            "delivered_gbps": round(sum(w.mbit(f"host:{n}")[1] for n in readers) / scale, 3),
-            "served_gbps": round(sum(w.mbit(f"host:{n}")[0] for n in caches) / scale, 3),
-            "origin_gbps": round(w.mbit("wan")[0] / scale, 3),
-            "uplinks": {s: {"out": round(v[0], 3), "in": round(v[1], 3)} for s, v in up.items()},
-            "hosts": {n: {"out": round(w.mbit(f"host:{n}")[0] / scale, 3), "in": round(w.mbit(f"host:{n}")[1] / scale, 3)}
-                      for n in sorted(set(readers) | set(caches))},
+            **flows(w.wire_mbit, topology, readers, caches, scale),
+            "counters": flows(w.mbit, topology, readers, caches, scale),
         })
     return {
         "planner": chosen.planner, "predicted_gbps": chosen.predicted_gbps, "demand_gbps": chosen.demand_gbps,
@@ -118,8 +115,27 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
         "fair_gbps": fair.delivered_gbps, "fair_uplinks": fair.uplinks, "fair_served": fair.served,
         "fair_saturated": list(fair.saturated), "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
         "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
-        "seconds": round(seconds, 1), "windows": windows,
+        "seconds": round(seconds, 1), "windows": windows, "counting": "frames",
     }
+
+
+def flows(mbit, topology, readers: list[str], caches: list[str], scale: float) -> dict:
+    """A window's delivered, served, origin, per-uplink and per-host Gbps (model units) from one kind of count."""
+    return {
+        "delivered_gbps": round(sum(mbit(f"host:{n}")[1] for n in readers) / scale, 3),
+        "served_gbps": round(sum(mbit(f"host:{n}")[0] for n in caches) / scale, 3),
+        "origin_gbps": round(mbit("wan")[0] / scale, 3),
+        "uplinks": {s.name: {"out": round(mbit(f"uplink:{s.name}")[0] / scale, 3),
+                             "in": round(mbit(f"uplink:{s.name}")[1] / scale, 3)} for s in topology.switches},
+        "hosts": {n: {"out": round(mbit(f"host:{n}")[0] / scale, 3), "in": round(mbit(f"host:{n}")[1] / scale, 3)}
+                  for n in sorted(set(readers) | set(caches))},
+    }
+
+
+def full_reads(result: dict) -> float:
+    """What a link full at its rate reads in the run's counts: 1 for the shapers' frames; PAYLOAD for the
+    interface counters the runs before 2026-11-24 used (their GSO bursts carry one header: 0.957-0.99)."""
+    return 1.0 if result.get("counting") == "frames" else PAYLOAD
 
 
 def summarise(result: dict) -> dict:
@@ -135,8 +151,9 @@ def summarise(result: dict) -> dict:
            "origin_mean": statistics.fmean(w["origin_gbps"] for w in use),
            "served_mean": statistics.fmean(w["served_gbps"] for w in use), "uplinks": {}}
     out["ratio"] = out["delivered_mean"] / result["predicted_gbps"] if result["predicted_gbps"] else float("nan")
-    out["ratio_payload"] = out["ratio"] / PAYLOAD
-    out["ratio_fair"] = out["delivered_mean"] / result["fair_gbps"] / PAYLOAD if result["fair_gbps"] else float("nan")
+    out["full"] = full = full_reads(result)
+    out["ratio_payload"] = out["ratio"] / full
+    out["ratio_fair"] = out["delivered_mean"] / result["fair_gbps"] / full if result["fair_gbps"] else float("nan")
     out["spread"] = (out["delivered_max"] - out["delivered_min"]) / out["delivered_mean"] if out["delivered_mean"] else 0
     for s, p in result["predicted_uplinks"].items():
         row = {}
@@ -165,9 +182,12 @@ def report(results: dict, args, meta: dict) -> str:
         "at its workers' demand (workers × readGbps, capped by its NIC). Caches are warmed first, so predictions",
         "use missRatio 0 and the origin column shows what still came from the origin during the windows.",
         "",
-        "Measured Gbps = interface-counter bytes over the window ÷ the scale (model units; HTB counts whole",
-        "frames, and the counters count GSO packets, i.e. ~payload: a link full at its shaped rate reads 0.956 of it;",
-        "the column ÷ (predicted × 0.956) takes that out). Delivered = bytes into the worker nodes. Predictions are the flow",
+        "Measured Gbps = bytes over the window ÷ the scale (model units). Runs from 2026-11-24 count the bytes each",
+        "direction's shaper sent (tc's HTB byte count: whole frames, a header per TCP segment, what its rate is",
+        "charged with), so a full link reads 1.0 of its rate (full = 1). Earlier runs counted the interface counters,",
+        "which see a GSO burst as one packet with one header: a full link reads 0.957-0.99 of its rate there, by the",
+        "senders' burst sizes; those runs divide by full = 0.956, the large-burst end.",
+        "Delivered = bytes into the worker nodes. Predictions are the flow",
         "model's (planner/flow.py) for the same placement: the best total the routing allows, not a fair share.",
         f"A window with more than {CPU_LIMIT:.0%} of all cores busy (by anything: this machine is shared) is",
         "invalid: the CPU may have bound, not the network. The fabric's own share is shown beside it (its xrootd",
@@ -180,6 +200,7 @@ def report(results: dict, args, meta: dict) -> str:
         f"- 1-minute load average at start {meta.get('load_start', float('nan')):.2f}, at end "
         f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
         f"finished {meta.get('finished', '?')}",
+        f"- TCP congestion control in every namespace: {meta.get('congestion', 'the host default (not recorded)')}",
         f"- planner: the working tree at the run's start, commit {meta.get('head', '?')}"
         + (" with uncommitted planner changes" if meta.get("planner_changed") else "")
         + (f" ({meta['note']})" if meta.get("note") else ""),
@@ -187,7 +208,7 @@ def report(results: dict, args, meta: dict) -> str:
     ]
     for case, by in results.items():
         lines += [f"## {case} (scale {args.scales[case]} Mbit/s per Gbps)", "", "| placement | predicted Gbps | fair-share Gbps | measured Gbps (mean, min–max) | measured ÷ predicted "
-                  "| ÷ (predicted × 0.956) | ÷ (fair share × 0.956) "
+                  "| ÷ (predicted × full) | ÷ (fair share × full) "
                   "| spread | served by caches | from origin | CPU busy (max) | fabric processes / softirq (cores, max) "
                   "| load (max) | valid |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -248,8 +269,9 @@ def findings(results: dict) -> list[str]:
     lines = ["## Findings (computed from the runs above)", "",
              f"- Runs: {len(rows)}, of which {valid} valid by the CPU rule (the rest ran while the machine was more "
              f"than {CPU_LIMIT:.0%} busy, mostly with other work; their figures are shown but are not results).",
-             f"- Aggregate, measured ÷ (flow-model prediction × 0.956): {min(flow):.3f}–{max(flow):.3f}; "
-             f"measured ÷ (fair-share reference × 0.956): {min(fair):.3f}–{max(fair):.3f}. Target 0.95–1.05."]
+             f"- Aggregate, measured ÷ (flow-model prediction × full): {min(flow):.3f}–{max(flow):.3f}; "
+             f"measured ÷ (fair-share reference × full): {min(fair):.3f}–{max(fair):.3f}. Target 0.95–1.05 "
+             "(full: what a link full at its rate reads in the run's counts, see the top)."]
     sat, other = [], []
     for case, name, r in rows:
         for sw, p in r["predicted_uplinks"].items():
@@ -257,29 +279,30 @@ def findings(results: dict) -> list[str]:
             for d in ("out", "in"):
                 if p[d] <= 0.05 * p["capacity"] and m[d] <= 0.05 * p["capacity"]:
                     continue
-                item = (case, name, sw, d, p[d], r["fair_uplinks"][sw][d], m[d], p["capacity"])
+                # measured as link Gbps: ÷ what a full link reads in this run's counts
+                item = (case, name, sw, d, p[d], r["fair_uplinks"][sw][d], m[d] / r["summary"]["full"], p["capacity"])
                 (sat if m[d + "_saturated"] else other).append(item)
     if sat:
-        errs = [(m / PAYLOAD - p) / p for _, _, _, _, p, _, m, _ in sat]
-        worst = max(sat, key=lambda it: abs(it[6] / PAYLOAD - it[4]))
-        lines.append(f"- Uplink directions the flow model predicts saturated: {len(sat)}; measured ÷ 0.956 vs "
+        errs = [(m - p) / p for _, _, _, _, p, _, m, _ in sat]
+        worst = max(sat, key=lambda it: abs(it[6] - it[4]))
+        lines.append(f"- Uplink directions the flow model predicts saturated: {len(sat)}; measured vs "
                      f"predicted {min(errs):+.1%} to {max(errs):+.1%} (target ±5%); worst {worst[0]} {worst[1]} "
                      f"{worst[2]} {worst[3]}: predicted {worst[4]:.1f}, fair share {worst[5]:.1f}, measured "
                      f"{worst[6]:.1f} Gbps.")
     # The same target against the prediction the aggregate is judged by: what fair-sharing flows give.
     fair_sat = [it for it in sat + other if it[5] >= it[7] * SATURATED]
     if fair_sat:
-        errs = [(m / PAYLOAD - f) / f for _, _, _, _, _, f, m, _ in fair_sat]
+        errs = [(m - f) / f for _, _, _, _, _, f, m, _ in fair_sat]
         outside = [it for it, e in zip(fair_sat, errs) if abs(e) > 0.05]
-        lines.append(f"- Uplink directions the fair share predicts saturated: {len(fair_sat)}; measured ÷ 0.956 vs "
+        lines.append(f"- Uplink directions the fair share predicts saturated: {len(fair_sat)}; measured vs "
                      f"fair share {min(errs):+.1%} to {max(errs):+.1%} (target ±5%); outside it: "
-                     + (", ".join(f"{c} {n[0]} {sw} {d} ({(m / PAYLOAD - f) / f:+.1%})"
+                     + (", ".join(f"{c} {n[0]} {sw} {d} ({(m - f) / f:+.1%})"
                                   for c, n, sw, d, _, f, m, _ in outside) or "none") + ".")
     both = sat + other
     if both:
-        flow_err = statistics.fmean(abs(m / PAYLOAD - p) / c for _, _, _, _, p, _, m, c in both)
-        fair_err = statistics.fmean(abs(m / PAYLOAD - f) / c for _, _, _, _, _, f, m, c in both)
-        lines.append(f"- Every loaded uplink direction ({len(both)}): mean |measured ÷ 0.956 − predicted| = "
+        flow_err = statistics.fmean(abs(m - p) / c for _, _, _, _, p, _, m, c in both)
+        fair_err = statistics.fmean(abs(m - f) / c for _, _, _, _, _, f, m, c in both)
+        lines.append(f"- Every loaded uplink direction ({len(both)}): mean |measured − predicted| = "
                      f"{flow_err:.1%} of capacity for the flow model, {fair_err:.1%} for the fair-share reference.")
     for case, by in results.items():
         names = list(by)
@@ -311,16 +334,14 @@ def plot(results: dict, path: pathlib.Path) -> bool:
                         if p[d] > 0.01 * p["capacity"] or x > 0.01 * p["capacity"] or \
                                 r["summary"]["uplinks"][sw][d] > 0.01 * p["capacity"]:
                             xs.append(x)
-                            ys.append(r["summary"]["uplinks"][sw][d])
+                            ys.append(r["summary"]["uplinks"][sw][d] / r["summary"]["full"])
                 label = name + ("" if r["summary"]["valid"] else " (machine CPU > 75% busy: invalid)")
                 ax.scatter(xs, ys, marker=marker, label=label)
                 top = max([top] + xs + ys)
             ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", linewidth=0.8, label="measured = predicted")
-            ax.plot([0, top * 1.05], [0, top * 1.05 * PAYLOAD], color="grey", linewidth=0.8, linestyle="--",
-                    label="payload of a full link (× 0.956)")
             ax.set_title(f"{case}: per uplink direction vs {what}")
             ax.set_xlabel(f"predicted Gbps ({what})")
-            ax.set_ylabel("measured Gbps (counters ÷ scale)")
+            ax.set_ylabel("measured link Gbps (bytes ÷ scale ÷ full)")
             ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -344,6 +365,8 @@ def main() -> int:
     parser.add_argument("--reader-order", choices=READER_ORDERS, default="shuffled",
                         help="each stream's file order: its own (shuffled), or one list from its own offset (rotation, "
                              "the runs before 2026-11-23 17:30 UTC: readers bunch on a slow host)")
+    parser.add_argument("--congestion", default="",
+                        help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
     parser.add_argument("--from-json", help="only write the report (md, png) again from a run's JSON")
@@ -368,7 +391,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     down(PREFIX + TAG + "-")
     started = time.monotonic()
-    meta = {"load_start": os.getloadavg()[0], **code_version()}
+    meta = {"load_start": os.getloadavg()[0], "congestion": args.congestion or host_congestion(), **code_version()}
     results: dict = {}
 
     def save() -> None:

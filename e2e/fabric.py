@@ -12,7 +12,9 @@ Everything this module makes is named with PREFIX ("syfab-") and a run tag:
 namespaces `syfab-<tag>-spine`, `-s<i>` (switches), `-n<i>` (nodes), `-origin`.
 Links live only inside those namespaces, so deleting the namespaces removes
 them; processes are found with `ip netns pids`. No namespace has a route out,
-and every sysctl changed is a per-namespace one (gone with the namespace).
+and every sysctl changed is a per-namespace one (gone with the namespace),
+except one: a run that picks a congestion control the host does not allow
+adds it to the host's allowed list, and the last teardown puts the list back.
 
     python3 e2e/fabric.py down [--tag TAG]     # remove what a (dead) run left
 
@@ -42,6 +44,9 @@ PORT = 1094
 SUBNET = "10.77"
 ORIGIN_IP = f"{SUBNET}.250.1"
 READER = Path(__file__).resolve().parent / "fabric_reader.py"
+ALLOWED_CONGESTION = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+# The host's allowed list before a run widened it: kept on disk so `down` restores it after a killed run too.
+SAVED_CONGESTION = Path(tempfile.gettempdir()) / f"{PREFIX}allowed-congestion"
 
 
 class FabricError(RuntimeError):
@@ -81,7 +86,30 @@ def down(prefix: str = PREFIX) -> list[str]:
             time.sleep(0.1)
     for ns in found:
         run("ip", "netns", "del", ns, check=False)
+    if not namespaces(PREFIX):
+        restore_congestion()
     return found
+
+
+def host_congestion() -> str:
+    return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+
+
+def allow_congestion(name: str) -> None:
+    """Let namespaces pick `name` as TCP congestion control (a namespace may only pick what the host allows)."""
+    allowed = ALLOWED_CONGESTION.read_text().split()
+    if name in allowed:
+        return
+    if not SAVED_CONGESTION.exists():
+        SAVED_CONGESTION.write_text(" ".join(allowed))
+    ALLOWED_CONGESTION.write_text(" ".join([*allowed, name]))
+
+
+def restore_congestion() -> None:
+    """The host's allowed congestion controls as they were before any fabric widened them."""
+    if SAVED_CONGESTION.exists():
+        ALLOWED_CONGESTION.write_text(SAVED_CONGESTION.read_text())
+        SAVED_CONGESTION.unlink()
 
 
 def shape(ns: str, dev: str, mbit: float) -> None:
@@ -126,6 +154,7 @@ class Fabric:
     uplinks_mbit: dict[str, float]            # switch -> uplink Mbit/s (each direction)
     nodes: list[Node] = field(default_factory=list)
     wan_mbit: float = 1000.0
+    congestion: str = ""                      # TCP congestion control of every namespace; "" keeps the host's
     workdir: Path | None = None
     switch_ns: dict[str, str] = field(default_factory=dict)
     ports: list[Port] = field(default_factory=list)
@@ -134,9 +163,9 @@ class Fabric:
 
     @classmethod
     def plan(cls, tag: str, uplinks_mbit: dict[str, float], hosts: list[tuple[str, str, float, float]],
-             wan_mbit: float) -> "Fabric":
+             wan_mbit: float, congestion: str = "") -> "Fabric":
         """hosts: (node, switch, Mbit/s out, Mbit/s in)."""
-        fabric = cls(tag, dict(uplinks_mbit), wan_mbit=wan_mbit)
+        fabric = cls(tag, dict(uplinks_mbit), wan_mbit=wan_mbit, congestion=congestion)
         for i, (name, switch, out_mbit, in_mbit) in enumerate(hosts):
             ip = f"{SUBNET}.{1 + i // 250}.{1 + i % 250}"
             fabric.nodes.append(Node(name, switch, f"{fabric.prefix}n{i}", ip, out_mbit, in_mbit))
@@ -177,6 +206,8 @@ class Fabric:
         run("ip", "-n", ns, "link", "set", "lo", "up")
         for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
             run("ip", "netns", "exec", ns, "sysctl", "-qw", f"{key}=1", check=False)
+        if self.congestion:
+            run("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={self.congestion}")
 
     def _bridge(self, ns: str) -> None:
         run("ip", "-n", ns, "link", "add", "syfbr", "type", "bridge", "stp_state", "0", "forward_delay", "0",
@@ -199,6 +230,8 @@ class Fabric:
         """Namespaces, bridges and veths, unshaped (call shape_links() after warming the caches)."""
         if namespaces(self.prefix):
             raise FabricError(f"namespaces {self.prefix}* exist already: run `python3 e2e/fabric.py down`")
+        if self.congestion:
+            allow_congestion(self.congestion)
         self.workdir = Path(tempfile.mkdtemp(prefix=self.prefix))
         self.workdir.chmod(0o755)
         self._namespace(self.spine)
@@ -208,11 +241,11 @@ class Fabric:
             self._bridge(ns)
             mbit = self.uplinks_mbit[switch]
             # syfup: the switch's end (egress = leaving the switch); the spine's end is named after the switch ns
-            self._cable(ns, "syfup", self.spine, ns.removeprefix(PREFIX)[-14:], True, mbit, mbit, bridge_a=True)
+            self._cable(ns, "syfup", self.spine, _peer(ns), True, mbit, mbit, bridge_a=True)
         for node in self.nodes:
             self._namespace(node.ns)
             sw = self.switch_ns[node.switch]
-            self._cable(node.ns, "eth0", sw, node.ns.removeprefix(PREFIX)[-14:], True, node.nic_out_mbit,
+            self._cable(node.ns, "eth0", sw, _peer(node.ns), True, node.nic_out_mbit,
                         node.nic_in_mbit)
             run("ip", "-n", node.ns, "addr", "add", f"{node.ip}/16", "dev", "eth0")
         self._namespace(self.origin_ns)
@@ -247,6 +280,7 @@ class Fabric:
 
     def describe(self) -> dict:
         return {"tag": self.tag, "uplinks_mbit": self.uplinks_mbit, "wan_mbit": self.wan_mbit,
+                "congestion": self.congestion or host_congestion(),
                 "switch_ns": self.switch_ns, "nodes": [vars(n) for n in self.nodes]}
 
     # ------------------------------------------------------------ processes
@@ -382,6 +416,36 @@ class Fabric:
             out[f"host:{node.name}"] = _bytes(node.ns, "eth0")
         out["wan"] = _bytes(self.origin_ns, "eth0")
         return out
+
+
+    def wire_counters(self) -> dict[str, tuple[int, int]]:
+        """Like counters(), but the bytes each direction's shaper sent: whole frames, a header per TCP segment.
+
+        This is what a shaped rate is charged with, so a full link sends its rate
+        whatever the senders' packet sizes. The interface counters see a GSO burst
+        as one packet with one header: a full link reads 0.957-0.99 of its rate in
+        them, depending on how large the bursts are (congestion control, per-flow rate).
+        """
+        sent: dict[tuple[str, str], int] = {}
+        for ns in {self.spine, self.origin_ns, *self.switch_ns.values(), *(n.ns for n in self.nodes)}:
+            for q in json.loads(run("tc", "-n", ns, "-j", "-s", "qdisc", "show").stdout or "[]"):
+                if q.get("kind") == "htb" and q.get("root"):
+                    sent[(ns, q["dev"])] = q["bytes"]
+
+        def pair(out: tuple[str, str], inn: tuple[str, str]) -> tuple[int, int]:
+            return sent.get(out, 0), sent.get(inn, 0)
+
+        out = {f"uplink:{switch}": pair((ns, "syfup"), (self.spine, _peer(ns)))
+               for switch, ns in self.switch_ns.items()}
+        for node in self.nodes:
+            out[f"host:{node.name}"] = pair((node.ns, "eth0"), (self.switch_ns[node.switch], _peer(node.ns)))
+        out["wan"] = pair((self.origin_ns, "eth0"), (self.spine, "syfwan"))
+        return out
+
+
+def _peer(ns: str) -> str:
+    """The name of a namespace's cable end on the bridge it hangs from (see build())."""
+    return ns.removeprefix(PREFIX)[-14:]
 
 
 def _bytes(ns: str, dev: str) -> tuple[int, int]:

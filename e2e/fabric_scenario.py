@@ -168,9 +168,14 @@ class Window:
     load: float                           # 1-minute load average at the end
     fabric_cores: float = 0.0             # cores the fabric's own processes used (xrootd, readers)
     softirq_cores: float = 0.0            # cores in softirq (forwarding, shaping: the kernel's share)
+    wire: dict[str, tuple[int, int]] = field(default_factory=dict)  # the same, as the shapers sent them (frames)
 
     def mbit(self, key: str) -> tuple[float, float]:
         out, inn = self.bytes[key]
+        return out * 8 / self.seconds / 1e6, inn * 8 / self.seconds / 1e6
+
+    def wire_mbit(self, key: str) -> tuple[float, float]:
+        out, inn = self.wire[key]
         return out * 8 / self.seconds / 1e6, inn * 8 / self.seconds / 1e6
 
 
@@ -235,15 +240,16 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
     time.sleep(warmup)
     for _ in range(repeats):
         own0 = process_cpu_seconds(fabric.prefix)
-        before, cpu0, t0 = fabric.counters(), cpu_times(), time.monotonic()
+        before, wire0, cpu0, t0 = fabric.counters(), fabric.wire_counters(), cpu_times(), time.monotonic()
         time.sleep(window)
-        after, cpu1, t1 = fabric.counters(), cpu_times(), time.monotonic()
+        after, wire1, cpu1, t1 = fabric.counters(), fabric.wire_counters(), cpu_times(), time.monotonic()
         own1 = process_cpu_seconds(fabric.prefix)
         delta = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
         jiffies = max(1e-9, cpu1[1] - cpu0[1])
         busy = (cpu1[0] - cpu0[0]) / jiffies
         w = Window(t1 - t0, delta, busy, os.getloadavg()[0], (own1 - own0) / (t1 - t0),
-                   (cpu1[2] - cpu0[2]) / jiffies * cores)
+                   (cpu1[2] - cpu0[2]) / jiffies * cores,
+                   {k: (wire1[k][0] - wire0[k][0], wire1[k][1] - wire0[k][1]) for k in wire1})
         measured.windows.append(w)
         log(f"  window {len(measured.windows)}: {w.seconds:.1f} s, CPU busy {busy:.0%}, headroom "
             f"{(1 - busy) * cores:.2f} cores (fabric processes "
@@ -252,6 +258,6 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
     return measured
 
 
-def fabric_for(tag: str, topology: Topology, the: Layout, scale: float) -> Fabric:
+def fabric_for(tag: str, topology: Topology, the: Layout, scale: float, congestion: str = "") -> Fabric:
     return Fabric.plan(tag, {s.name: s.uplink_gbps * scale for s in topology.switches}, the.hosts,
-                       topology.wan_gbps * scale)
+                       topology.wan_gbps * scale, congestion)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
-from fabric import PREFIX, namespaces
+from fabric import ALLOWED_CONGESTION, PREFIX, Fabric, host_congestion, namespaces
+from fabric import run as run_command
 from fabric_scenario import fabric_for, layout, run
 
 from switchyard.api.workerfleet import InlineFleet
@@ -75,8 +77,29 @@ def test_a_saturated_uplink_carries_what_the_flow_model_predicts():
         _, in_b = window.mbit("uplink:rack-b")
         local = window.mbit("host:rack-a-worker")[1]
         origin = window.mbit("wan")[0]
+        shaped_out_a = window.wire_mbit("uplink:rack-a")[0]
     assert not namespaces(PREFIX + "t-"), "teardown left namespaces behind"
     assert out_a / SCALE == pytest.approx(predicted["rack-a"].out_gbps, rel=BAND)
     assert in_b / SCALE == pytest.approx(predicted["rack-b"].in_gbps, rel=BAND)
     assert local / SCALE == pytest.approx(20, rel=BAND)             # two workers at 10 Gbps beside the cache
     assert origin < 0.5, "warm caches read from the origin during the window"
+    # The shaper's own count of a full link is its rate (frames, a header per segment); the interface
+    # counters see fewer headers, so they read less.
+    assert shaped_out_a / SCALE == pytest.approx(40, rel=0.08)
+    assert shaped_out_a > out_a
+
+
+def test_a_run_picks_its_congestion_control_and_gives_the_host_its_list_back():
+    _require()
+    available = (Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
+    other = next((c for c in ("cubic", "reno", "bbr") if c in available and c != host_congestion()), None)
+    if other is None:
+        pytest.skip("this kernel offers no congestion control besides the host's")
+    before = ALLOWED_CONGESTION.read_text()
+    fabric = Fabric.plan("cc", {"rack-a": 10.0}, [("n", "rack-a", 10.0, 10.0)], 10.0, congestion=other)
+    with fabric:
+        picked = run_command("ip", "netns", "exec", fabric.node("n").ns, "sysctl", "-n",
+                             "net.ipv4.tcp_congestion_control").stdout.strip()
+    assert picked == other
+    assert ALLOWED_CONGESTION.read_text() == before
+    assert not namespaces(PREFIX + "cc-")
