@@ -18,8 +18,15 @@ MANAGED = {"app.kubernetes.io/managed-by": "switchyard"}
 
 @kopf.index("nodes")
 def node_index(body, **_):
-    """name -> NodeInfo."""
-    return {body["metadata"]["name"]: node_info(body)}
+    """name -> (NodeInfo, its client networks).
+
+    kopf keeps a stored value that compares equal to the new one, and NodeInfo
+    leaves its client networks out of its equality (they re-render the client
+    map, they do not re-plan): paired with them, a pod CIDR or InternalIP
+    change reaches the pools' client maps.
+    """
+    info = node_info(body)
+    return {body["metadata"]["name"]: (info, info.client_networks)}
 
 
 def _workload(body) -> dict:
@@ -46,7 +53,7 @@ def statefulset_index(body, **_):
 
 
 def nodes_of(index) -> list[NodeInfo]:
-    return [info for store in index.values() for info in store]
+    return [info for store in index.values() for info, _ in store]
 
 
 def workloads_of(index, uid: str) -> list[dict]:
