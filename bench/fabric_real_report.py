@@ -101,9 +101,11 @@ def report(result: dict) -> str:
         "- Routes: each node reaches the pod subnets of its own switch's nodes over the bridge (realnodes.py "
         "routes them through the fabric, which made a cache's replies to a pod on the next node cross the uplink "
         "twice).",
-        "- Bytes: interface counters (`ip -s link`) of each node's eth0, each switch bridge's tx (into the switch) "
-        "and its IFB's tx (out of it), after the shapers, and the origin's eth0; frames, as HTB counts them, so they "
-        "compare with link Gbps.",
+        "- Bytes: what each direction's HTB shaper sent (`tc -s qdisc`: the node's eth0 out, its fabric-side veth in, "
+        "the switch bridge into the switch, its IFB out of it, the WAN veths): whole frames with a header per TCP "
+        "segment, what a shaped rate is charged with, so a full link reads its Gbps. Beside them the interface "
+        "counters (`ip -s link`, what the previous reports used), which see a GSO burst as one frame with one header "
+        "and read a full link a few per cent low.",
         "",
         "## What was not",
         "",
@@ -141,16 +143,19 @@ def report(result: dict) -> str:
         "the module's `delivered` (many-reader fixed point for two classes) / every reader in one pooled class solved "
         "exactly by convolution.",
         "",
-        "| run | placement | repeat | windows (Gbps) | measured | fair share | measured ÷ fair | closed (fixed pt / exact) "
-        "| measured ÷ closed | CPU busy max | softirq max | load max | valid |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | placement | repeat | windows (Gbps) | measured | fair share | measured ÷ fair | interface counters "
+        "(÷ fair) | closed (fixed pt / exact) | measured ÷ closed | uplink drops (packets) | CPU busy max | softirq max "
+        "| load max | valid |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, (run, row) in enumerate(zip(result["runs"], figures["rows"]), 1):
         s = run["summary"]
         lines.append(
             f"| {i} | {run['placement_kind']} | {run['repeat']} | {' / '.join(f'{d:.2f}' for d in s['delivered_gbps'])} | "
-            f"{s['delivered_mean_gbps']:.2f} | {row['fair']:.2f} | **{row['ratio']:.3f}** | {row['closed']:.2f} / "
+            f"{s['delivered_mean_gbps']:.2f} | {row['fair']:.2f} | **{row['ratio']:.3f}** | {_interface(run, row)} | "
+            f"{row['closed']:.2f} / "
             f"{row['closed_exact']:.2f} | {row['measured'] / row['closed']:.3f} / {row['measured'] / row['closed_exact']:.3f} | "
+            f"{sum(s.get('uplink_drops', {}).values())} | "
             f"{s['cpu_busy_max']:.0%} | {s['softirq_cores_max']:.2f} | {s['load_max']:.2f} | "
             f"{'valid' if s['valid'] else 'INVALID'} |")
     lines += ["", "Saturated links of the fair share, measured ÷ capacity (the fair share fills each to its capacity):", "",
@@ -235,6 +240,11 @@ def report(result: dict) -> str:
         "Full figures: the .json beside this file.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _interface(run: dict, row: dict) -> str:
+    s = run.get("summary_interface")
+    return f"{s['delivered_mean_gbps']:.2f} ({s['delivered_mean_gbps'] / row['fair']:.3f})" if s else "-"
 
 
 def _links(figures: dict) -> list[str]:

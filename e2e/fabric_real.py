@@ -126,6 +126,23 @@ class RealFabric:
         out["wan"] = _bytes(self.wan_ns, "eth0")
         return out
 
+    def wire_counters(self) -> dict[str, tuple[int, int]]:
+        """Like counters(), but the bytes each direction's HTB sent: whole frames, a header per TCP segment.
+
+        A shaper charges that, so a full link sends its rate in these; the interface counters see a GSO
+        burst as one packet with one header and read a full link a few per cent low (e2e/fabric.py
+        wire_counters). Unshaped devices count 0."""
+        def sent(ns: str, dev: str) -> int:
+            out = realnodes._run("tc", "-n", ns, "-j", "-s", "qdisc", "show", "dev", dev, check=False).stdout
+            return sum(q.get("bytes", 0) for q in json.loads(out or "[]") if q.get("kind") == "htb" and q.get("root"))
+        out = {}
+        for switch, index in self.real.switches.items():
+            out[f"uplink:{switch}"] = (sent(self.fabric, f"ifb{index}"), sent(self.fabric, self.bridge(switch)))
+        for node, info in self.real.nodes.items():
+            out[f"host:{node}"] = (sent(info["netns"], "eth0"), sent(self.fabric, self.veth[node]))
+        out["wan"] = (sent(self.wan_ns, "eth0"), sent(self.fabric, "wan"))
+        return out
+
     def qdisc_drops(self) -> dict[str, int]:
         """Packets each uplink shaper (HTB and its FIFO) dropped so far: a saturated link drops, an idle one does not."""
         drops = {}
