@@ -10,13 +10,22 @@ event and the drift gauges, and leaves every child as it was. When the reads
 stop the facility is idle and the drift clears with a Normal event.
 rack-b's cache host has no exporter: it is unmeasured, never named.
 
+Uplinks alike: with hashed routing the plan predicts a little traffic out of
+one switch's caches towards the other switch's workers; a real reader in a
+network namespace whose address the cluster puts behind that other switch (a
+pod CIDR on its Node, so the operator's client map says so) reads far more,
+and the condition names "uplink <switch> out", then clears when it stops.
+
 Its own cluster (SWITCHYARD_DRIFT_CLUSTER, default sy-drift; two switches,
 one cache host each), removed afterwards unless SWITCHYARD_KEEP_CLUSTER is set.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import pathlib
 import shutil
 import socket
 import subprocess
@@ -33,12 +42,14 @@ from harness import cluster_lifetime, start_operator, stop_operator, temporary_n
 from support import REPO, condition, wait_for, wait_ready
 
 sys.path.insert(0, str(REPO / "operator" / "tests" / "integration"))
+from netns import veth_namespace, xrdcp_from  # noqa: E402
 from xrootd_fixtures import Account, cache_pool, free_port, require, start_cache, start_origin, workspace, xrdcp  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 NAME = os.environ.get("SWITCHYARD_DRIFT_CLUSTER", "sy-drift")
 POOL = "af-xcache"
 MIB = 1 << 20
+NS_SUBNET = "10.214.{}.{}"  # the uplink reader's /30, on a veth pair the test creates and removes
 DRIFT_ENV = {"SWITCHYARD_TIMER_SECONDS": "1", "SWITCHYARD_DRIFT_READ_SECONDS": "1",
              "SWITCHYARD_DRIFT_WINDOW_SECONDS": "4", "SWITCHYARD_DRIFT_STALE_SECONDS": "10",
              "SWITCHYARD_DRIFT_SUSTAIN_SECONDS": "4", "SWITCHYARD_DRIFT_CLEAR_SECONDS": "2",
@@ -85,8 +96,9 @@ def rig():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def exporter_command(pod: dict, udp_port: int, data: str, meta: str) -> list[str]:
-    """The pod's exporter container, as the kubelet would run it, fed by our cache and on the pod's address."""
+def exporter_command(pod: dict, udp_port: int, data: str, meta: str, client_map: str | None = None) -> list[str]:
+    """The pod's exporter container, as the kubelet would run it, fed by our cache and on the pod's address
+    (`client_map`: where the pool's client-map ConfigMap was written, as the kubelet would mount it)."""
     container = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")
     args = list(container["args"])
     assert args[0] == "exporter"
@@ -96,6 +108,8 @@ def exporter_command(pod: dict, udp_port: int, data: str, meta: str) -> list[str
             value = f"127.0.0.1:{udp_port}"
         elif flag == "--meta-path":
             value = meta
+        elif flag == "--client-map" and client_map:
+            value = client_map
         elif flag == "--data-path":
             if data_given:
                 continue
@@ -119,71 +133,154 @@ def generations(kube, namespace: str) -> dict[str, int]:
             for o in kube.list(kind, namespace)}
 
 
-def test_reads_far_above_the_plan_raise_prediction_drift_and_idleness_clears_it(cluster, namespace, operator, rig):
-    base, account, origin, started = rig
+def deploy(cluster, namespace: str, routing: str = "local") -> tuple[dict, dict[str, dict]]:
+    """The two-switch facility, its workers planned to read 0.01 Gbps each: (status.plan, switch -> cache pod)."""
     af = facility(workers=2)
     af["metadata"]["namespace"] = namespace
     af["spec"]["network"]["switches"] = [{"name": "rack-a", "uplinkGbps": 40}, {"name": "rack-b", "uplinkGbps": 40}]
     af["spec"]["fleets"][0]["readGbps"] = 0.01
+    af["spec"]["routing"] = routing
     cluster.kube.apply(af)
     wait_ready(cluster, namespace)
     plan = cluster.kube.get("AnalysisFacility", namespace, "af")["status"]["plan"]
-    serve = {s["name"]: s["serveGbps"] for s in plan["switches"]}
-    assert 0 < serve["rack-a"] < 0.1, serve
     pods = {p["metadata"]["labels"]["switchyard.dev/switch"]: p
             for p in cluster.kube.list("Pod", namespace, {"switchyard.dev/pool": POOL})}
     assert set(pods) == {"rack-a", "rack-b"}
-    pod = pods["rack-a"]
-    assert pod["status"]["podIP"].startswith("127.1.")
+    assert all(p["status"]["podIP"].startswith("127.1.") for p in pods.values())
+    return plan, pods
 
-    # rack-a's cache host: a real cache, and its exporter as the pod runs it.
+
+def play_cache_host(rig, pod: dict, client_map: str | None = None):
+    """The pod's cache host: a real cache, and its exporter as the pod runs it, stopped with the rig."""
+    base, account, origin, started = rig
     data_dir = account.make_dir(base / "data0")
     meta_dir = account.make_dir(base / "meta")
     pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta_dir))
     udp_port = free_port(socket.SOCK_DGRAM)
-    exporter = subprocess.Popen(exporter_command(pod, udp_port, str(data_dir), str(meta_dir)),
+    exporter = subprocess.Popen(exporter_command(pod, udp_port, str(data_dir), str(meta_dir), client_map),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started.append(lambda: (exporter.terminate(), exporter.wait(10)))
     cache = start_cache(base, account, pool, exporter_port=udp_port)
     started.append(cache.daemon.stop)
-    lfn = origin.put("drift.bin", os.urandom(16 * MIB))
-    assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
-    before = generations(cluster.kube, namespace)
+    return cache
 
+
+@contextlib.contextmanager
+def reading(read):
+    """`read()` again and again in a thread until the block ends."""
     stop = threading.Event()
 
     def read_until_stopped():
         while not stop.is_set():
-            xrdcp(cache.url_for(lfn), base / "read.bin")
+            read()
 
     reader = threading.Thread(target=read_until_stopped, daemon=True)
     reader.start()
-    started.append(lambda: (stop.set(), reader.join(60)))
     try:
-        def drifting():
-            obj = cluster.kube.get("AnalysisFacility", namespace, "af")
-            degraded = condition(obj, "Degraded")
-            return obj if degraded.get("reason") == "PredictionDrift" and degraded.get("status") == "True" else None
+        yield
+    finally:
+        stop.set()
+        reader.join(60)
 
-        obj = wait_for(drifting, 90, what="Degraded=True PredictionDrift while the client reads")
+
+def drifting(cluster, namespace: str, *named: str) -> dict:
+    """The facility once it is Degraded=True PredictionDrift with every one of `named` in the message."""
+    def check():
+        obj = cluster.kube.get("AnalysisFacility", namespace, "af")
+        degraded = condition(obj, "Degraded")
+        return obj if (degraded.get("reason") == "PredictionDrift" and degraded.get("status") == "True"
+                       and all(n in degraded["message"] for n in named)) else None
+    return wait_for(check, 90, what=f"Degraded=True PredictionDrift naming {named}")
+
+
+def cleared(cluster, namespace: str, named: str) -> None:
+    """Degraded=False again, with a Normal PredictionAgrees event naming `named`."""
+    wait_for(lambda: condition(cluster.kube.get("AnalysisFacility", namespace, "af"), "Degraded")["status"] == "False",
+             60, what="the drift to clear once the facility is idle")
+    assert any(e.get("reason") == "PredictionAgrees" and named in e["message"]
+               for e in cluster.kube.list("Event", namespace))
+
+
+def warned(cluster, namespace: str, named: str) -> bool:
+    return any(e.get("reason") == "PredictionDrift" and e.get("type") == "Warning" and named in e["message"]
+               for e in cluster.kube.list("Event", namespace))
+
+
+def test_reads_far_above_the_plan_raise_prediction_drift_and_idleness_clears_it(cluster, namespace, operator, rig):
+    base, account, origin, started = rig
+    plan, pods = deploy(cluster, namespace)
+    serve = {s["name"]: s["serveGbps"] for s in plan["switches"]}
+    assert 0 < serve["rack-a"] < 0.1, serve
+    cache = play_cache_host(rig, pods["rack-a"])
+    lfn = origin.put("drift.bin", os.urandom(16 * MIB))
+    assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
+    before = generations(cluster.kube, namespace)
+
+    with reading(lambda: xrdcp(cache.url_for(lfn), base / "read.bin")):
+        obj = drifting(cluster, namespace)
         message = condition(obj, "Degraded")["message"]
         assert "switch rack-a served" in message and "rack-b" not in message, message
         assert condition(obj, "Ready")["status"] == "True", "a drift does not make the facility unready"
-        assert any(e.get("reason") == "PredictionDrift" and e.get("type") == "Warning" and "rack-a" in e["message"]
-                   for e in cluster.kube.list("Event", namespace))
+        assert warned(cluster, namespace, "rack-a")
         assert operator_samples(operator, "switchyard_prediction_drift") == {"rack-a": 1.0, "rack-b": 0.0}
         ratio = operator_samples(operator, "switchyard_prediction_ratio")
         assert set(ratio) == {"rack-a"} and ratio["rack-a"] > 1.25       # rack-b is unmeasured: no ratio
         observed = operator_samples(operator, "switchyard_observed_gbps")
         assert set(observed) == {"rack-a"} and observed["rack-a"] > 0.1
         assert set(operator_samples(operator, "switchyard_predicted_gbps")) == {"rack-a", "rack-b"}
-    finally:
-        stop.set()
-        reader.join(60)
 
-    wait_for(lambda: condition(cluster.kube.get("AnalysisFacility", namespace, "af"), "Degraded")["status"] == "False",
-             60, what="the drift to clear once the facility is idle")
-    assert any(e.get("reason") == "PredictionAgrees" and "rack-a" in e["message"]
-               for e in cluster.kube.list("Event", namespace))
+    cleared(cluster, namespace, "switch rack-a")
     assert operator_samples(operator, "switchyard_prediction_drift") == {"rack-a": 0.0, "rack-b": 0.0}
     assert generations(cluster.kube, namespace) == before, "the drift check changed a child"
+
+
+def put_behind(cluster, switch: str, address: str) -> None:
+    """A Node on `switch` gets a pod CIDR holding `address` (the reader's), unless one already does."""
+    nodes = cluster.kube.list("Node", None, {"switchyard.dev/switch": switch})
+    if any(address in (n["spec"].get("podCIDRs") or ()) or n["spec"].get("podCIDR") == address for n in nodes):
+        return
+    free = next(n for n in nodes if not n["spec"].get("podCIDR"))
+    cluster.kubectl("patch", "node", free["metadata"]["name"], "--type", "merge",
+                    "-p", json.dumps({"spec": {"podCIDR": address, "podCIDRs": [address]}}))
+
+
+def client_map(cluster, namespace: str, switch: str, address: str, path: pathlib.Path) -> str:
+    """The pool's client-map ConfigMap, once it puts `address` behind `switch`, written to `path` (as the kubelet
+    mounts it)."""
+    def check():
+        found = cluster.kube.get("ConfigMap", namespace, f"{POOL}-clients") or {}
+        text = (found.get("data") or {}).get("clients.json")
+        return text if text and address in json.loads(text)["switches"].get(switch, ()) else None
+    path.write_text(wait_for(check, 60, what=f"the client map to put {address} behind {switch}"))
+    return str(path)
+
+
+def test_a_reader_behind_another_switch_drifts_an_uplink_named_with_its_direction(cluster, namespace, operator, rig):
+    base, account, origin, started = rig
+    plan, pods = deploy(cluster, namespace, routing="hashed")
+    fair_out = {s["name"]: s["fairOutGbps"] for s in plan["switches"]}
+    source = max(fair_out, key=fair_out.get)            # the caches the plan sends most across an uplink
+    behind = next(s for s in fair_out if s != source)   # where the readers of those bytes are
+    assert 0.001 <= fair_out[source] < 0.1, fair_out   # judged (the floor), and far below what one reader reads
+    with veth_namespace("h1", NS_SUBNET) as (netns, host_addr, ns_addr):
+        put_behind(cluster, behind, f"{ns_addr}/32")
+        clients = client_map(cluster, namespace, behind, f"{ns_addr}/32", base / "clients.json")
+        cache = play_cache_host(rig, pods[source], clients)
+        lfn = origin.put("uplink.bin", os.urandom(16 * MIB))
+        assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
+        url = f"root://{host_addr}:{cache.daemon.port}/{lfn}"
+        with reading(lambda: xrdcp_from(netns, url)):
+            obj = drifting(cluster, namespace, f"uplink {source} out carried")
+            message = condition(obj, "Degraded")["message"]
+            print(f"fairOutGbps {fair_out}; {message}")
+            # Into `behind` would need its cache host measured too (any cache may serve its readers): not judged.
+            assert f"uplink {behind}" not in message and f"uplink {source} in" not in message, message
+            assert warned(cluster, namespace, f"uplink {source} out")
+            drift = operator_samples(operator, "switchyard_uplink_prediction_drift", "out")
+            assert drift == {source: 1.0, behind: 0.0}, drift
+            ratio = operator_samples(operator, "switchyard_prediction_ratio", "out")
+            assert set(ratio) == {source} and ratio[source] > 1.25, ratio
+            observed = operator_samples(operator, "switchyard_observed_uplink_gbps", "out")
+            assert observed[source] > 0.1, observed
+        cleared(cluster, namespace, f"uplink {source} out")
+        assert operator_samples(operator, "switchyard_uplink_prediction_drift", "out") == {source: 0.0, behind: 0.0}

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from netns import veth_namespace, xrdcp_from
 from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
 
 from switchyard import conditions as cond
@@ -34,32 +33,11 @@ MIB = 1 << 20
 NS_SUBNET = "10.213.{}.{}"  # a /30 per test process, on a veth pair this test creates and removes
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
-
 @pytest.fixture
 def reader_namespace() -> Iterator[tuple[str, str, str]]:
     """(namespace, host-side address, namespace address) joined by a veth pair; removed afterwards."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        message = "network namespaces need root and iproute2"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    tag = os.getpid() % 50000
-    name, host_if, ns_if = f"sy-h3-{tag}", f"syh3h{tag}", f"syh3n{tag}"
-    third, base = (tag // 64) % 256, (tag % 64) * 4
-    host_addr, ns_addr = NS_SUBNET.format(third, base + 1), NS_SUBNET.format(third, base + 2)
-    _ip("netns", "add", name)
-    try:
-        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if, "netns", name)
-        _ip("addr", "add", f"{host_addr}/30", "dev", host_if)
-        _ip("link", "set", host_if, "up")
-        _ip("-n", name, "addr", "add", f"{ns_addr}/30", "dev", ns_if)
-        _ip("-n", name, "link", "set", ns_if, "up")
-        _ip("-n", name, "link", "set", "lo", "up")
-        yield name, host_addr, ns_addr
-    finally:
-        subprocess.run(["ip", "link", "del", host_if], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+    with veth_namespace("h3", NS_SUBNET) as joined:
+        yield joined
 
 
 def _served(text: str) -> dict[str, float]:
@@ -96,10 +74,7 @@ def test_bytes_are_counted_under_the_readers_switch(xrd_base, xrootd_account, re
         history = record_flows({}, parse_flows(exporter.scrape()), time.monotonic(), keep_seconds=600)
         result = xrdcp(cache.url_for(local_lfn), xrd_base / "local.out")
         assert result.returncode == 0, result.stderr
-        remote = subprocess.run(
-            ["ip", "netns", "exec", namespace, "xrdcp", "--force", "--nopbar",
-             f"root://{host_addr}:{pool.port}/{remote_lfn}", "/dev/null"],
-            capture_output=True, text=True, timeout=120, check=False)
+        remote = xrdcp_from(namespace, f"root://{host_addr}:{pool.port}/{remote_lfn}")
         assert remote.returncode == 0, remote.stderr
 
         def read(switch: str) -> float:
