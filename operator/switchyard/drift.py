@@ -18,12 +18,13 @@ What is compared, per subject (a switch and a direction):
   not place ('unknown') cross no uplink we can name and are left out; see
   docs/metrics.md.
 
-A subject is judged only when its prediction is at least `floor_gbps`, it is
-measured (every cache host it depends on reported recently), and the facility
-as a whole is serving at least `idle_fraction` of what the plan predicts it
-serves (an idle facility, no analysis running, says nothing about the model).
-A subject whose ratio observed ÷ predicted stays off 1 by more than
-`threshold` for `sustain_seconds` drifts; it stops drifting after
+A subject is judged only when its prediction or its measurement is at least
+`floor_gbps`, it is measured (every cache host it depends on reported
+recently), and the facility as a whole is serving at least `idle_fraction` of
+what the plan predicts it serves (an idle facility, no analysis running, says
+nothing about the model). A subject whose |observed − predicted| ÷
+max(predicted, floor) stays above `threshold` for `sustain_seconds` drifts (so
+an uplink predicted idle that carries traffic drifts too); it stops drifting after
 `clear_seconds` back within `clear_threshold` (a narrower band, so a ratio
 hovering at the threshold does not flap). The handler (handlers/drift.py)
 reads the exporters and keeps the history; everything here is a function of
@@ -54,7 +55,7 @@ class DriftRules:
     sustain_seconds: float = 300    # ... for this long
     clear_threshold: float = 0.15   # clears when back within this ...
     clear_seconds: float = 60       # ... for this long
-    floor_gbps: float = 1.0         # a switch's serve or uplink direction predicted below this is not judged
+    floor_gbps: float = 1.0         # a subject both predicted and measured below this is not judged
     idle_fraction: float = 0.1      # the facility serving less than this share of its predicted serve is idle
     window_seconds: float = 60      # observed Gbps: the counters' increase over this window
     stale_seconds: float = 60       # a host whose counters did not move forward for this long is not measured
@@ -247,12 +248,14 @@ def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float 
     for subject in sorted(predicted):
         gbps, seen = predicted[subject], observed.get(subject)
         before = memory.get(subject, SwitchDrift())
-        if gbps < rules.floor_gbps or idle:
+        if idle or (seen is not None and max(gbps, seen) < rules.floor_gbps):
             after = SwitchDrift()                      # nothing to disagree about
         elif seen is None:
-            after = SwitchDrift(before.drifting)       # unmeasured: keep the verdict, restart the streak
+            after = SwitchDrift(before.drifting and gbps >= rules.floor_gbps)  # unmeasured: keep the verdict
         else:
-            off = abs(seen / gbps - 1)
+            # Relative to the prediction, but never to less than the floor: an uplink the plan keeps
+            # idle that carries traffic anyway (wrong switch labels) is the drift this is for.
+            off = abs(seen - gbps) / max(gbps, rules.floor_gbps)
             flips = off <= rules.clear_threshold if before.drifting else off > rules.threshold
             if not flips:
                 after = SwitchDrift(before.drifting)
@@ -265,7 +268,7 @@ def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float 
         elif before.drifting and not after.drifting:
             cleared.append(subject)
         new_memory[subject] = after
-        judged = gbps >= rules.floor_gbps and not idle and seen is not None
+        judged = not idle and seen is not None and max(gbps, seen) >= rules.floor_gbps
         verdicts.append(SwitchVerdict(*subject, gbps, seen, judged, after.drifting))
     cleared += sorted(s for s, m in memory.items() if m.drifting and s not in predicted)  # left the plan
     return Assessment(tuple(verdicts), new_memory, tuple(began), tuple(cleared), idle, rules)

@@ -82,8 +82,9 @@ class PredictionDrift(Values):
     clear_seconds: float = Field(_DRIFT.clear_seconds, ge=0, le=86400,
                                  description="... for this long (SWITCHYARD_DRIFT_CLEAR_SECONDS).")
     floor_gbps: float = Field(_DRIFT.floor_gbps, ge=0, description="A switch's serve or an uplink direction "
-                                                                   "predicted below this is not judged "
-                                                                   "(SWITCHYARD_DRIFT_FLOOR_GBPS).")
+                                                                   "both predicted and measured below this is not "
+                                                                   "judged; above it, the error is relative to at "
+                                                                   "least this (SWITCHYARD_DRIFT_FLOOR_GBPS).")
     idle_fraction: float = Field(_DRIFT.idle_fraction, ge=0, le=1,
                                  description="A facility serving less than this share of its prediction is idle and "
                                              "not judged (SWITCHYARD_DRIFT_IDLE_FRACTION).")

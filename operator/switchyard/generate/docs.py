@@ -115,10 +115,9 @@ the xrootd summary it comes from.
 
 `switchyard_prediction_ratio{direction}` is observed ÷ predicted where the
 prediction is at least `SWITCHYARD_DRIFT_FLOOR_GBPS` (1 Gbps); a switch's
-serve or an uplink direction predicted below it is not judged (a plan that
-keeps a switch's reads local predicts about 0 on its uplink, so traffic that
-crosses it anyway is shown, not judged). Serve and uplinks follow the same
-rules: one whose ratio stays off 1 by more than
+serve or an uplink direction both predicted and measured below it is not
+judged. Serve and uplinks follow the same rules: one whose
+|observed − predicted| ÷ max(predicted, floor) stays above
 `SWITCHYARD_DRIFT_THRESHOLD` (0.25) for
 `SWITCHYARD_DRIFT_SUSTAIN_SECONDS` (300 s) drifts
 (`switchyard_prediction_drift{switch}` 1 for a switch's serve,

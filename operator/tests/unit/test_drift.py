@@ -147,9 +147,12 @@ def test_drift_clears_only_after_agreeing_within_the_narrower_band():
 
 
 def test_a_switch_below_the_floor_or_an_idle_facility_is_not_judged():
-    quiet = run({"sw1": 0.5, "sw2": 10.0}, [(t, {"sw1": 5.0, "sw2": 10.0}) for t in range(0, 601, 15)])
+    quiet = run({"sw1": 0.5, "sw2": 10.0}, [(t, {"sw1": 0.8, "sw2": 10.0}) for t in range(0, 601, 15)])
     assert not any(s.drifting for s in quiet)
     assert [v.judged for v in quiet[-1].verdicts] == [False, True]
+    # Serving far more than a prediction under the floor is judged against the floor.
+    loud = run({"sw1": 0.5, "sw2": 10.0}, [(t, {"sw1": 5.0, "sw2": 10.0}) for t in range(0, 601, 15)])
+    assert [v.subject for v in loud[-1].drifting] == [("sw1", SERVE)]
     # Nobody reads: not a disagreement with the model, and a standing drift goes.
     idle = run({"sw1": 10.0, "sw2": 10.0}, [(t, {"sw1": 0.2, "sw2": 0.5}) for t in range(0, 601, 15)],
                memory={"sw1": SwitchDrift(True)})

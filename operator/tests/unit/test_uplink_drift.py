@@ -50,14 +50,22 @@ def test_an_uplink_clears_only_within_the_narrower_band():
     assert back[-1].cleared == (("rack-b", "in"),)
 
 
-def test_an_uplink_predicted_below_the_floor_is_not_judged():
-    # rack-b out is predicted 0.5 Gbps (floor 1): ten times that is no verdict.
-    steps = run([(t, {("rack-b", "out"): 5.0}) for t in range(0, 601, 15)])
+def test_an_uplink_the_plan_keeps_idle_drifts_when_it_carries_traffic():
+    # rack-b out is predicted 0.5 Gbps (below the 1 Gbps floor): carrying 5 Gbps for the sustain time is
+    # the wrong-labels case, judged against the floor (off by 4.5 Gbps of at least 1).
+    steps = run([(t, {("rack-b", "out"): 5.0}) for t in range(0, 301, 15)])
+    assert drifting(steps[-2]) == [] and drifting(steps[-1]) == [("rack-b", "out")]
+    assert "uplink rack-b out carried 5.00 Gbps, predicted 0.50" in steps[-1].message()
+
+
+def test_an_uplink_predicted_and_measured_below_the_floor_is_not_judged():
+    steps = run([(t, {("rack-b", "out"): 0.9}) for t in range(0, 601, 15)])
     assert not any(s.drifting for s in steps)
     verdict = next(v for v in steps[-1].verdicts if v.subject == ("rack-b", "out"))
-    assert not verdict.judged and verdict.observed == 5.0
-    lower = run([(0, {("rack-b", "out"): 5.0}), (300, {("rack-b", "out"): 5.0})], rules=DriftRules(floor_gbps=0.5))
-    assert drifting(lower[-1]) == [("rack-b", "out")]
+    assert not verdict.judged and verdict.observed == 0.9
+    # Within the floor-relative band (|1.2 - 0.5| / 1 = 0.7 > 0.25 drifts; |0.6 - 0.5| / 1 = 0.1 does not).
+    assert drifting(run([(0, {("rack-b", "out"): 1.2}), (300, {("rack-b", "out"): 1.2})])[-1]) == [("rack-b", "out")]
+    assert not run([(0, {("rack-b", "out"): 0.6}), (300, {("rack-b", "out"): 0.6})])[-1].drifting
 
 
 def test_an_idle_facility_judges_no_uplink_and_a_standing_uplink_drift_clears():
