@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric import PREFIX, down, host_congestion, namespaces  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
-from fabric_scenario import READER_ORDERS, fabric_for, layout, run  # noqa: E402
+from fabric_scenario import DEMANDS, READER_ORDERS, fabric_for, layout, run  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
 from switchyard.planner import FleetRequest, PoolRequest, baselines, plan  # noqa: E402
 from switchyard.planner.flow import SATURATED, ring_weights  # noqa: E402
@@ -74,7 +74,8 @@ def placements(topology, pools, fleets, routing):
 
 def measure_one(topology, pools, fleets, chosen, scale, args, log):
     files = [f"/f{i:04d}.root" for i in range(args.files)]
-    the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), scale, files, args.reader_order)
+    the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), scale, files, args.reader_order,
+                 args.demand)
     fair = of_layout(topology, the, scale)
     log(f"  fair-share reference: {fair.delivered_gbps} Gbps")
     log(f"  {len(the.hosts)} node namespaces, {len(the.caches)} caches, {len(the.streams)} reader streams"
@@ -178,8 +179,9 @@ def report(results: dict, args, meta: dict) -> str:
         "uplink, NIC and the WAN shaped with tc HTB at the topology's Gbps × the scale. Real xrootd: the origin, and",
         "one cache per planned cache host started from the config switchyard renders. Readers are real XRootD",
         "clients (e2e/fabric_reader.py: a thread per stream reading whole files in turn) in the worker nodes' namespaces, routed as the placement says (local: one of the switch's caches per",
-        "file; ring: the cache rendezvous hashing names with the placement's weights); a node's link in is shaped",
-        "at its workers' demand (workers × readGbps, capped by its NIC). Caches are warmed first, so predictions",
+        "file; ring: the cache rendezvous hashing names with the placement's weights); each stream paces itself at its",
+        "workers' readGbps and a node's link in is its NIC (demand paced; demand shaped, the runs before 2026-11-24,",
+        "shaped a reader node's link in at its workers' demand instead). Caches are warmed first, so predictions",
         "use missRatio 0 and the origin column shows what still came from the origin during the windows.",
         "",
         "Measured Gbps = bytes over the window ÷ the scale (model units). Runs from 2026-11-24 count the bytes each",
@@ -195,7 +197,7 @@ def report(results: dict, args, meta: dict) -> str:
         "",
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; whatever else ran on it shows in each window's CPU busy and load",
         f"- scale (Mbit/s per model Gbps): {', '.join(f'{c} {s}' for c, s in args.scales.items())}; windows {args.repeats} × {args.window:.0f} s after "
-        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB; each stream reads them "
+        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB; demand {args.demand}; each stream reads them "
         + ("in an order of its own" if args.reader_order == "shuffled" else "in one common order from its own offset (rotation)"),
         f"- 1-minute load average at start {meta.get('load_start', float('nan')):.2f}, at end "
         f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
@@ -365,6 +367,9 @@ def main() -> int:
     parser.add_argument("--reader-order", choices=READER_ORDERS, default="shuffled",
                         help="each stream's file order: its own (shuffled), or one list from its own offset (rotation, "
                              "the runs before 2026-11-23 17:30 UTC: readers bunch on a slow host)")
+    parser.add_argument("--demand", choices=DEMANDS, default="paced",
+                        help="how a worker's readGbps is held: the reader paces itself (paced), or its node's link in "
+                             "is shaped at it (shaped, the runs before 2026-11-24: drops frames that crossed an uplink)")
     parser.add_argument("--congestion", default="",
                         help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -376,6 +381,7 @@ def main() -> int:
     if args.from_json:
         doc = json.loads(pathlib.Path(args.from_json).read_text())
         args.reader_order = "rotation"      # runs recorded before the option was one
+        args.demand = "shaped"
         for key, value in doc["args"].items():
             if key not in ("from_json", "out", "name"):
                 setattr(args, key, value)

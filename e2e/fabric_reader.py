@@ -27,6 +27,7 @@ from XRootD.client.flags import OpenFlags
 CHUNK = 1 << 20
 WIRE_PER_PAYLOAD = 1514 / 1448
 TIMEOUT = 60
+CREDIT = 1.0   # seconds of reading a paced stream may be behind and make up
 
 
 def read_file(url: str, stop: threading.Event, pace) -> bool:
@@ -51,15 +52,17 @@ def read_file(url: str, stop: threading.Event, pace) -> bool:
 
 def stream(urls: list[str], wire_mbit: float, once: bool, stop: threading.Event, failures: list[str]) -> None:
     rate = wire_mbit * 1e6 / 8 / WIRE_PER_PAYLOAD
-    start, done = time.monotonic(), [0]
+    due = [time.monotonic()]
 
     def pace(n: int) -> None:
         if rate <= 0:
             return
-        done[0] += n
-        ahead = done[0] / rate - (time.monotonic() - start)
-        if ahead > 0:
-            stop.wait(ahead)
+        now = time.monotonic()
+        # A stream the network held back banks at most CREDIT seconds: a task reads no faster than it
+        # processes, so it does not race to make up for a slow read.
+        due[0] = max(due[0], now - CREDIT) + n / rate
+        if due[0] > now:
+            stop.wait(due[0] - now)
 
     while not stop.is_set():
         for url in urls:

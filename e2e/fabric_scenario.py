@@ -8,10 +8,13 @@ renders, warms the caches, shapes the links and runs XRootD-client readers
 (fabric_reader.py, one process per node, a thread per stream):
 
 - a worker stands for `readGbps` of demand and is one reader stream (up to
-  STREAMS_PER_NODE per node and routing kind, each then standing for several), and the
-  node's link in is shaped at its workers' total demand (capped by its NIC);
-  readers on a cache host (whose link in also carries fills) are paced by
-  the reader itself instead (fabric_reader.py);
+  STREAMS_PER_NODE per node and routing kind, each then standing for several);
+  the reader paces itself at that demand (fabric_reader.py: it asks for no
+  more, as an analysis task reads no faster than it processes) and the node's
+  link in is its NIC. Demand "shaped" (the runs before 2026-11-24) shaped a
+  reader node's link in at its workers' demand instead: a drop-tail shaper
+  where no real network has one, which dropped 5-9% of the frames that had
+  crossed an uplink (bench/results/fabric-notes.md);
 - a *local* reader reads each file from one of its switch's cache hosts (what
   the switch's cache Service would pick per connection: a fixed pseudo-random
   choice per stream and file); a *ring* reader reads each file from the cache
@@ -77,6 +80,7 @@ class Layout:
 
 
 READER_ORDERS = ("shuffled", "rotation")
+DEMANDS = ("paced", "shaped")
 
 
 def _pick(key: str, options: list[str]) -> str:
@@ -86,7 +90,7 @@ def _pick(key: str, options: list[str]) -> str:
 
 def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], placement: Placement,
            weights: dict[str, dict[str, float]], scale: float, files: list[str],
-           reader_order: str = "shuffled") -> Layout:
+           reader_order: str = "shuffled", demand: str = "paced") -> Layout:
     """The node-level layout of a placement at `scale` Mbit/s per Gbps.
 
     reader_order: "shuffled", each stream reads the files in an order of its own (seeded by its
@@ -96,6 +100,8 @@ def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
     """
     if reader_order not in READER_ORDERS:
         raise ValueError(f"reader_order must be one of {READER_ORDERS}, not {reader_order!r}")
+    if demand not in DEMANDS:
+        raise ValueError(f"demand must be one of {DEMANDS}, not {demand!r}")
     hosts = {h.name: h for h in topology.hosts}
     packing = witness(topology, pools, fleets, placement)
     pool_of = {p.name: p for p in pools}
@@ -112,10 +118,8 @@ def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
     for n in used:
         nic = hosts[n].nic_gbps
         out = min(nic, pool_of[cache_nodes[n]].body.serve_gbps) if n in cache_nodes else nic
-        # A node of readers only: its workers' demand is the rate into it (HTB, exact); a cache
-        # node's readers are paced instead, as the NIC also carries the cache's fills.
-        demand = sum(c * read_gbps[f] for f, c in workers.get(n, {}).items())
-        inn = nic if n in cache_nodes else min(nic, demand)
+        wanted = sum(c * read_gbps[f] for f, c in workers.get(n, {}).items())
+        inn = nic if n in cache_nodes or demand == "paced" else min(nic, wanted)
         rows.append((n, hosts[n].switch, out * scale, inn * scale))
     # Which workers of a (fleet, switch) read through the ring: the placement says how many; take them node by node.
     ring_left = {}
@@ -154,7 +158,7 @@ def layout(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReque
                             cache = _pick(f"{n}/{fleet_name}/{i}/{f}", local_caches)
                         warm[cache].add(f)
                         urls.append((cache, f))
-                    paced = share * fleet.body.read_gbps * scale if n in cache_nodes else 0.0
+                    paced = share * fleet.body.read_gbps * scale if n in cache_nodes or demand == "paced" else 0.0
                     streams.append(Stream(n, fleet_name, paced, urls, kind == "ring", share * fleet.body.read_gbps))
     unplaced = sum(packing.shortfall.values())
     return Layout(rows, cache_nodes, streams, warm, workers, unplaced)
