@@ -114,7 +114,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
         "caches": {s: list(n) for by in chosen.placement.caches.values() for s, n in by.items()},
         "workers": {f: dict(by) for f, by in chosen.placement.workers.items()},
         "fair_gbps": fair.delivered_gbps, "fair_uplinks": fair.uplinks, "fair_served": fair.served,
-        "fair_saturated": list(fair.saturated), "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
+        "fair_saturated": list(fair.saturated), "host_switch": {n: sw for n, sw, _, _ in the.hosts}, "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
         "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
         "seconds": round(seconds, 1), "windows": windows, "counting": "frames",
     }
@@ -260,6 +260,17 @@ def report(results: dict, args, meta: dict) -> str:
     return "\n".join(lines + findings(results)) + "\n"
 
 
+def undelivered(r: dict) -> float | None:
+    """Of the bytes that crossed the uplinks into switches with readers only, the share their nodes did not
+    receive (dropped past the uplink, at a node's link); None when no such switch carried any."""
+    def switch_of(host: str) -> str:
+        return r.get("host_switch", {}).get(host) or next(s for s in r["predicted_uplinks"] if host.startswith(s + "-"))
+    readers_only = [s for s in r["predicted_uplinks"] if s not in r["caches"]]
+    crossed = sum(w["uplinks"][s]["in"] for w in r["windows"] for s in readers_only)
+    received = sum(v["in"] for w in r["windows"] for h, v in w["hosts"].items() if switch_of(h) in readers_only)
+    return (crossed - received) / crossed if crossed > 0 else None
+
+
 def findings(results: dict) -> list[str]:
     """The comparisons the issue's targets name, computed from the windows above."""
     rows = [(case, name, r) for case, by in results.items() for name, r in by.items()]
@@ -306,6 +317,10 @@ def findings(results: dict) -> list[str]:
         fair_err = statistics.fmean(abs(m - f) / c for _, _, _, _, _, f, m, c in both)
         lines.append(f"- Every loaded uplink direction ({len(both)}): mean |measured − predicted| = "
                      f"{flow_err:.1%} of capacity for the flow model, {fair_err:.1%} for the fair-share reference.")
+    lost = [(case, name[0], u) for case, name, r in rows if (u := undelivered(r)) is not None]
+    if lost:
+        lines.append("- Bytes that crossed an uplink into a switch of readers only but never reached a node there "
+                     "(dropped at a node's link): " + ", ".join(f"{c} {n} {u:.1%}" for c, n, u in lost) + ".")
     for case, by in results.items():
         names = list(by)
         if len(names) >= 2 and names[0].startswith("a") and names[1].startswith("b"):
