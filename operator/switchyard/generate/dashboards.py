@@ -155,16 +155,26 @@ THROUGHPUT = DashboardSpec(
                          "{{switch}} observed (origin fills)")),
                   unit="percentunit", throughput=True),
             Panel("Uplink load per direction: predicted vs observed",
-                  "Gbps on each switch's uplink, by direction: predicted by the plan (switchyard_plan_uplink_gbps) "
+                  "Gbps on each switch's uplink, by direction: predicted by the plan's fair share (fairInGbps / "
+                  "fairOutGbps, switchyard_predicted_gbps: what uplink drift is judged on) "
                   "and observed by the operator over its drift window (switchyard_observed_uplink_gbps: out = the "
                   "switch's caches serving readers behind other switches; in = caches elsewhere serving its "
                   "readers, plus its caches' origin fetches). Readers the client map does not place, and traffic "
                   "that is not XRootD reads from the caches, are not in the observed figure.",
-                  (Query(f"sum by (switch, direction) (switchyard_plan_uplink_gbps{{{PLAN}}}) * 1e9",
-                         "{{switch}} {{direction}} predicted"),
+                  (Query(f'sum by (switch, direction) (switchyard_predicted_gbps{{{PLAN}, direction=~"in|out"}}) '
+                         "* 1e9", "{{switch}} {{direction}} predicted"),
                    Query(f"sum by (switch, direction) (switchyard_observed_uplink_gbps{{{PLAN}}}) * 1e9",
                          "{{switch}} {{direction}} observed")),
                   unit="bps"),
+            Panel("Prediction ratio per uplink direction",
+                  "Observed over predicted Gbps on each uplink direction (1: the plan is right), and 1 while one "
+                  "drifts (Degraded=True PredictionDrift naming the uplink and direction). Traffic on an uplink "
+                  "the plan keeps idle drifts too: the switch labels of the nodes there are likely wrong.",
+                  (Query(f'max by (switch, direction) (switchyard_prediction_ratio{{{PLAN}, direction=~"in|out"}})',
+                         "{{switch}} {{direction}} observed / predicted"),
+                   Query(f"max by (switch, direction) (switchyard_uplink_prediction_drift{{{PLAN}}})",
+                         "{{switch}} {{direction}} drifting")),
+                  unit="short"),
             Panel("Predicted vs observed per switch",
                   "Gbps the cache hosts behind each switch serve: predicted by the plan (serveGbps, fair share), "
                   "observed by Prometheus from the exporters, and observed by the operator over its drift window "
