@@ -136,16 +136,21 @@ def read_files(config, stream_count, seconds, seed):
             for path in order:
                 if time.time() >= stop:
                     break
-                host, url = url_of(path)
-                t0 = time.time()
-                ok = read(url)
+                t0, host = time.time(), None
+                try:
+                    host, url = url_of(path)
+                    ok = read(url)
+                except Exception as exc:   # a reader that raised would otherwise vanish without a trace
+                    errors.append([i, path, host, round(t0, 3), round(time.time(), 3), repr(exc)[:300]])
+                    ok = False
                 reads.append([i, path, host, round(t0, 3), round(time.time(), 3), ok])
+    errors = []
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(stream_count)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return {"pod": pod, "endpoint_env": os.environ.get("SWITCHYARD_ROUTING"), "reads": reads}
+    return {"pod": pod, "endpoint_env": os.environ.get("SWITCHYARD_ROUTING"), "reads": reads, "errors": errors}
 
 config = json.loads(sys.argv[2])
 client = Client(sys.argv[1], timeout=60)
@@ -376,10 +381,11 @@ def measure(cluster: Cluster, fabric: RealFabric, real, topology, nodes, caches:
     run["summary_interface"] = summarise(windows, args.scale, list(placement["workers"].values()), list(real.switches))
     run["whole_run_bytes"] = {k: [c1[k][0] - c0[k][0], c1[k][1] - c0[k][1]] for k in c0}
     run["reads"] = [{"pod": r["pod"], "routing": r["endpoint_env"], "count": len(r["reads"]),
-                     "failed": sum(1 for x in r["reads"] if not x[5]),
+                     "failed": sum(1 for x in r["reads"] if not x[5]), "errors": r.get("errors", []),
                      "by_host": {h: sum(1 for x in r["reads"] if x[2] == h) for h in sorted({x[2] for x in r["reads"]})}}
                     for r in reads]
     run["exporter"] = _exporters(cluster, caches)
+    run["raw_reads"] = {r["pod"]: r["reads"] for r in reads}   # [reader, file, host, t0, t1, ok]
     start, end = windows[0]["start"], windows[-1]["start"] + windows[-1]["seconds"]
     node_of = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in workers}
     run["occupancy"] = {f"{node_of.get(r['pod'], r['pod'])}<-{h}": sequential_readers.occupancy(r["reads"], h, start, end)

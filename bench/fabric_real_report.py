@@ -216,10 +216,16 @@ def report(result: dict) -> str:
               "path (mean readers on it). A sequential reader is on one host at a time; a path with none carries no "
               "byte, whatever its links could carry.", "",
               "| run | placement | " + " | ".join(paths) + " |", "|---|---|" + "---|" * len(paths)]
+    workers = sorted({k.split("<-")[0] for k in paths})
+    lines[-2] += " " + " | ".join(f"readers on {w}'s paths (of {args['streams']})" for w in workers) + " | errors |"
+    lines[-1] += "---|" * (len(workers) + 1)
     for i, run in enumerate(result["runs"], 1):
         occ = run.get("occupancy", {})
+        present = [sum(v["mean_readers"] for k, v in occ.items() if k.split("<-")[0] == w) for w in workers]
+        errors = sum(len(r.get("errors", [])) for r in run["reads"])
         lines.append(f"| {i} | {run['placement_kind']} | " + " | ".join(
-            f"{occ[k]['busy']:.3f} ({occ[k]['mean_readers']:.2f})" if k in occ else "-" for k in paths) + " |")
+            f"{occ[k]['busy']:.3f} ({occ[k]['mean_readers']:.2f})" if k in occ else "-" for k in paths) + " | "
+            + " | ".join(f"{p:.2f}" for p in present) + f" | {errors} |")
     lines += ["", "Reads and the caches' exporters (bytes, after each run):", ""]
     for i, run in enumerate(result["runs"], 1):
         lines.append(f"- run {i} ({run['placement_kind']}): reads {json.dumps(run['reads'])}; exporters "
