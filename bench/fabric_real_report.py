@@ -222,7 +222,8 @@ def report(result: dict) -> str:
     for i, run in enumerate(result["runs"], 1):
         occ = run.get("occupancy", {})
         present = [sum(v["mean_readers"] for k, v in occ.items() if k.split("<-")[0] == w) for w in workers]
-        errors = sum(len(r.get("errors", [])) for r in run["reads"])
+        recorded = all("errors" in r for r in run["reads"])   # runs before f0f5f31 did not record them
+        errors = sum(len(r["errors"]) for r in run["reads"]) if recorded else "not recorded"
         lines.append(f"| {i} | {run['placement_kind']} | " + " | ".join(
             f"{occ[k]['busy']:.3f} ({occ[k]['mean_readers']:.2f})" if k in occ else "-" for k in paths) + " | "
             + " | ".join(f"{p:.2f}" for p in present) + f" | {errors} |")
