@@ -135,7 +135,7 @@ def flows(mbit, topology, readers: list[str], caches: list[str], scale: float) -
 
 def full_reads(result: dict) -> float:
     """What a link full at its rate reads in the run's counts: 1 for the shapers' frames; PAYLOAD for the
-    interface counters the runs before 2026-11-24 used (their GSO bursts carry one header: 0.957-0.99)."""
+    interface counters the runs before 2026-11-24 used (a GSO burst carries one header there)."""
     return 1.0 if result.get("counting") == "frames" else PAYLOAD
 
 
@@ -187,8 +187,8 @@ def report(results: dict, args, meta: dict) -> str:
         "Measured Gbps = bytes over the window ÷ the scale (model units). Runs from 2026-11-24 count the bytes each",
         "direction's shaper sent (tc's HTB byte count: whole frames, a header per TCP segment, what its rate is",
         "charged with), so a full link reads 1.0 of its rate (full = 1). Earlier runs counted the interface counters,",
-        "which see a GSO burst as one packet with one header: a full link reads 0.957-0.99 of its rate there, by the",
-        "senders' burst sizes; those runs divide by full = 0.956, the large-burst end.",
+        "which see a GSO burst as one packet with one header: a full link reads about 0.96 of its rate there",
+        "(`python3 bench/shaper_counts.py`: 0.958-0.964); those runs divide by full = 0.956 (1448/1514).",
         "Delivered = bytes into the worker nodes. Predictions are the flow",
         "model's (planner/flow.py) for the same placement: the best total the routing allows, not a fair share.",
         f"A window with more than {CPU_LIMIT:.0%} of all cores busy (by anything: this machine is shared) is",

@@ -423,8 +423,8 @@ class Fabric:
 
         This is what a shaped rate is charged with, so a full link sends its rate
         whatever the senders' packet sizes. The interface counters see a GSO burst
-        as one packet with one header: a full link reads 0.957-0.99 of its rate in
-        them, depending on how large the bursts are (congestion control, per-flow rate).
+        as one packet with one header: a full link reads about 0.96 of its rate in
+        them (bench/shaper_counts.py).
         """
         sent: dict[tuple[str, str], int] = {}
         for ns in {self.spine, self.origin_ns, *self.switch_ns.values(), *(n.ns for n in self.nodes)}:
