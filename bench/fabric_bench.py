@@ -135,7 +135,7 @@ def flows(mbit, topology, readers: list[str], caches: list[str], scale: float) -
 
 def full_reads(result: dict) -> float:
     """What a link full at its rate reads in the run's counts: 1 for the shapers' frames; PAYLOAD for the
-    interface counters the runs before 2026-11-24 used (a GSO burst carries one header there)."""
+    interface counters the runs before e6f0d45 used (a GSO burst carries one header there)."""
     return 1.0 if result.get("counting") == "frames" else PAYLOAD
 
 
@@ -170,6 +170,7 @@ def summarise(result: dict) -> dict:
 # ---------------------------------------------------------------- report
 
 def report(results: dict, args, meta: dict) -> str:
+    frames = any(r.get("counting") == "frames" for by in results.values() for r in by.values())
     lines = [
         "# Fabric benchmark: measured bytes against the plan's prediction",
         "",
@@ -180,11 +181,11 @@ def report(results: dict, args, meta: dict) -> str:
         "one cache per planned cache host started from the config switchyard renders. Readers are real XRootD",
         "clients (e2e/fabric_reader.py: a thread per stream reading whole files in turn) in the worker nodes' namespaces, routed as the placement says (local: one of the switch's caches per",
         "file; ring: the cache rendezvous hashing names with the placement's weights); each stream paces itself at its",
-        "workers' readGbps and a node's link in is its NIC (demand paced; demand shaped, the runs before 2026-11-24,",
+        "workers' readGbps and a node's link in is its NIC (demand paced; demand shaped, the runs before e493285,",
         "shaped a reader node's link in at its workers' demand instead). Caches are warmed first, so predictions",
         "use missRatio 0 and the origin column shows what still came from the origin during the windows.",
         "",
-        "Measured Gbps = bytes over the window ÷ the scale (model units). Runs from 2026-11-24 count the bytes each",
+        "Measured Gbps = bytes over the window ÷ the scale (model units). Runs since e6f0d45 count the bytes each",
         "direction's shaper sent (tc's HTB byte count: whole frames, a header per TCP segment, what its rate is",
         "charged with), so a full link reads 1.0 of its rate (full = 1). Earlier runs counted the interface counters,",
         "which see a GSO burst as one packet with one header: a full link reads about 0.96 of its rate there",
@@ -197,7 +198,8 @@ def report(results: dict, args, meta: dict) -> str:
         "",
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; whatever else ran on it shows in each window's CPU busy and load",
         f"- scale (Mbit/s per model Gbps): {', '.join(f'{c} {s}' for c, s in args.scales.items())}; windows {args.repeats} × {args.window:.0f} s after "
-        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB; demand {args.demand}; each stream reads them "
+        f"{args.warmup:.0f} s warm-up; {args.files} files × {args.file_kib} KiB; demand {args.demand}; bytes counted by "
+        f"{'the shapers' if frames else 'the interface counters'}; each stream reads them "
         + ("in an order of its own" if args.reader_order == "shuffled" else "in one common order from its own offset (rotation)"),
         f"- 1-minute load average at start {meta.get('load_start', float('nan')):.2f}, at end "
         f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
@@ -384,7 +386,7 @@ def main() -> int:
                              "the runs before 2026-11-23 17:30 UTC: readers bunch on a slow host)")
     parser.add_argument("--demand", choices=DEMANDS, default="paced",
                         help="how a worker's readGbps is held: the reader paces itself (paced), or its node's link in "
-                             "is shaped at it (shaped, the runs before 2026-11-24: drops frames that crossed an uplink)")
+                             "is shaped at it (shaped, the runs before e493285: drops frames that crossed an uplink)")
     parser.add_argument("--congestion", default="",
                         help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))

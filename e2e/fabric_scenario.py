@@ -11,7 +11,7 @@ renders, warms the caches, shapes the links and runs XRootD-client readers
   STREAMS_PER_NODE per node and routing kind, each then standing for several);
   the reader paces itself at that demand (fabric_reader.py: it asks for no
   more, as an analysis task reads no faster than it processes) and the node's
-  link in is its NIC. Demand "shaped" (the runs before 2026-11-24) shaped a
+  link in is its NIC. Demand "shaped" (the runs before e493285) shaped a
   reader node's link in at its workers' demand instead: a drop-tail shaper
   where no real network has one, which dropped 5-9% of the frames that had
   crossed an uplink (bench/results/fabric-notes.md);
