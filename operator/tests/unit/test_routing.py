@@ -210,3 +210,34 @@ def test_the_facility_tells_its_fleets_the_pools_origin_mode(mode):
     env = {e["name"]: e["value"] for e in cache_env(fleet, "ns", "sw1")}
     assert env["SWITCHYARD_CACHE_ORIGIN_MODE"] == mode
     assert Router.from_env(env).origin_mode == mode
+
+
+def test_the_rule_loads_once_for_threads_that_route_at_the_same_time(tmp_path, monkeypatch):
+    # A rule file slow to run: every thread must get it whole, none the half-run module.
+    import sys
+    import threading
+
+    from switchyard.routing import rule
+
+    slow = tmp_path / "hashing.py"
+    slow.write_text("import time\ntime.sleep(0.3)\n\ndef order(path, weights):\n    return sorted(weights)\n")
+    monkeypatch.setattr(rule, "_SOURCE", slow)
+    monkeypatch.setattr(rule, "_loaded", None)
+    monkeypatch.delitem(sys.modules, rule._PLANNER_MODULE, raising=False)
+    monkeypatch.delitem(sys.modules, rule._STANDALONE, raising=False)
+    results, errors = [], []
+
+    def route():
+        try:
+            results.append(rule.hashing().order("/f", {"b": 1, "a": 1}))
+        except Exception as exc:   # noqa: BLE001 - the failure under test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=route) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert results == [["a", "b"]] * 8
+    sys.modules.pop(rule._STANDALONE, None)
