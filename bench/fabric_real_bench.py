@@ -145,6 +145,9 @@ def read_files(config, stream_count, seconds, seed):
                     ok = False
                 reads.append([i, path, host, round(t0, 3), round(time.time(), 3), ok])
     errors = []
+    # One route before the threads: the worker image's switchyard may predate 753aac7, which made loading
+    # the rule safe for threads routing at once (without it a worker lost 1-7 of its 8 readers).
+    url_of(config["files"][0])
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(stream_count)]
     for t in threads:
         t.start()
@@ -382,14 +385,14 @@ def measure(cluster: Cluster, fabric: RealFabric, real, topology, nodes, caches:
     run["whole_run_bytes"] = {k: [c1[k][0] - c0[k][0], c1[k][1] - c0[k][1]] for k in c0}
     run["reads"] = [{"pod": r["pod"], "routing": r["endpoint_env"], "count": len(r["reads"]),
                      "failed": sum(1 for x in r["reads"] if not x[5]), "errors": r.get("errors", []),
-                     "by_host": {h: sum(1 for x in r["reads"] if x[2] == h) for h in sorted({x[2] for x in r["reads"]})}}
+                     "by_host": {h: sum(1 for x in r["reads"] if x[2] == h) for h in sorted({x[2] for x in r["reads"]}, key=str)}}
                     for r in reads]
     run["exporter"] = _exporters(cluster, caches)
     run["raw_reads"] = {r["pod"]: r["reads"] for r in reads}   # [reader, file, host, t0, t1, ok]
     start, end = windows[0]["start"], windows[-1]["start"] + windows[-1]["seconds"]
     node_of = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in workers}
     run["occupancy"] = {f"{node_of.get(r['pod'], r['pod'])}<-{h}": sequential_readers.occupancy(r["reads"], h, start, end)
-                        for r in reads for h in sorted({x[2] for x in r["reads"]})}
+                        for r in reads for h in sorted({x[2] for x in r["reads"] if x[2]})}
     return run
 
 
