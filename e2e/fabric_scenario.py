@@ -175,12 +175,18 @@ class Window:
     wire: dict[str, tuple[int, int]] = field(default_factory=dict)  # the same, as the shapers sent them (frames)
 
     def mbit(self, key: str) -> tuple[float, float]:
-        out, inn = self.bytes[key]
-        return out * 8 / self.seconds / 1e6, inn * 8 / self.seconds / 1e6
+        return _mbit(self.bytes[key], self.seconds)
 
     def wire_mbit(self, key: str) -> tuple[float, float]:
-        out, inn = self.wire[key]
-        return out * 8 / self.seconds / 1e6, inn * 8 / self.seconds / 1e6
+        return _mbit(self.wire[key], self.seconds)
+
+
+def _mbit(counts: tuple[int, int], seconds: float) -> tuple[float, float]:
+    return counts[0] * 8 / seconds / 1e6, counts[1] * 8 / seconds / 1e6
+
+
+def _delta(after: dict[str, tuple[int, int]], before: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    return {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
 
 
 @dataclass
@@ -248,12 +254,10 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
         time.sleep(window)
         after, wire1, cpu1, t1 = fabric.counters(), fabric.wire_counters(), cpu_times(), time.monotonic()
         own1 = process_cpu_seconds(fabric.prefix)
-        delta = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
         jiffies = max(1e-9, cpu1[1] - cpu0[1])
         busy = (cpu1[0] - cpu0[0]) / jiffies
-        w = Window(t1 - t0, delta, busy, os.getloadavg()[0], (own1 - own0) / (t1 - t0),
-                   (cpu1[2] - cpu0[2]) / jiffies * cores,
-                   {k: (wire1[k][0] - wire0[k][0], wire1[k][1] - wire0[k][1]) for k in wire1})
+        w = Window(t1 - t0, _delta(after, before), busy, os.getloadavg()[0], (own1 - own0) / (t1 - t0),
+                   (cpu1[2] - cpu0[2]) / jiffies * cores, _delta(wire1, wire0))
         measured.windows.append(w)
         log(f"  window {len(measured.windows)}: {w.seconds:.1f} s, CPU busy {busy:.0%}, headroom "
             f"{(1 - busy) * cores:.2f} cores (fabric processes "
