@@ -40,17 +40,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric_scenario import layout  # noqa: E402
 from fairshare_report import recorded  # noqa: E402
-from switchyard.planner.fairshare import PAYLOAD, Stream, _cross, predict, progressive_filling  # noqa: E402
+from switchyard.planner.fairshare import Stream, _cross, predict, progressive_filling  # noqa: E402
 
 STEP = 0.1     # seconds; a file takes ~3-7 s at these rates
 
 
 def replay(topology, pools, fleets, placement, weights, files, scale: float, file_kib: int, start: float, end: float,
-           shuffle: int | None = None, reader_order: str = "rotation") -> tuple[float, int]:
+           shuffle: int | None = None, reader_order: str = "rotation", demand: str = "shaped") -> tuple[float, int]:
     """(mean delivered link Gbps over [start, end) seconds after the readers start, streams).
 
-    reader_order: the streams' file order the run used (its args; runs before the option: rotation)."""
-    the = layout(topology, pools, fleets, placement, weights, scale, files, reader_order)
+    reader_order, demand: as the run had them (its args; runs before the options: rotation, shaped)."""
+    the = layout(topology, pools, fleets, placement, weights, scale, files, reader_order, demand)
     switch_of = {h.name: h.switch for h in topology.hosts}
     capacity = {f"{d}:{sw.name}": sw.uplink_gbps for sw in topology.switches for d in ("up_out", "up_in")}
     for node, _, out, inn in the.hosts:
@@ -62,7 +62,7 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
         rng = random.Random(shuffle)
         for order in sources:
             rng.shuffle(order)
-    demand = [s.wire_mbit / scale if s.wire_mbit > 0 else float("inf") for s in the.streams]
+    wants = [s.wire_mbit / scale if s.wire_mbit > 0 else float("inf") for s in the.streams]
 
     def source(i: int) -> str:
         return sources[i][position[i] % len(sources[i])]
@@ -84,7 +84,7 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
         for i, s in enumerate(the.streams):
             on.setdefault((s.node, source(i)), []).append(i)
         keys = sorted(on)
-        flows = progressive_filling(capacity, [Stream(sum(demand[i] for i in on[k]), uses(*k)) for k in keys]).rates
+        flows = progressive_filling(capacity, [Stream(sum(wants[i] for i in on[k]), uses(*k)) for k in keys]).rates
         rates = [0.0] * len(sources)
         for k, rate in zip(keys, flows):
             for i in on[k]:
@@ -121,20 +121,21 @@ def main() -> int:
         scale = a.get("scales", {}).get(case, a["scale"])
         span = (a["warmup"], a["warmup"] + a["window"] * a["repeats"])
         weights = dict(chosen.hash_weights) or None
-        key = (case, name, scale, a["file_kib"], span, len(files), a.get("reader_order", "rotation"))
+        key = (case, name, scale, a["file_kib"], span, len(files), a.get("reader_order", "rotation"),
+               a.get("demand", "shaped"))
         t0 = time.process_time()
         if key not in done:
             ordered, streams = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
-                                      reader_order=a.get("reader_order", "rotation"))
+                                      reader_order=a.get("reader_order", "rotation"), demand=a.get("demand", "shaped"))
             shuffled, _ = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
-                                 shuffle=1)
+                                 shuffle=1, demand=a.get("demand", "shaped"))
             done[key] = (ordered, shuffled, streams)
         ordered, shuffled, streams = done[key]
         fair = predict(topology, pools, fleets, chosen.placement, weights, files).delivered_gbps
         m = r["summary"]["delivered_mean"]
         lines.append(f"| {run} | {case} | {name} | {'yes' if r['summary']['valid'] else 'no'} | {streams} | {m:.1f} | "
-                     f"{fair:.1f} | {m / fair / PAYLOAD:.3f} | {ordered:.1f} | {m / ordered / PAYLOAD:.3f} | "
-                     f"{shuffled:.1f} | {m / shuffled / PAYLOAD:.3f} | {time.process_time() - t0:.0f} |")
+                     f"{fair:.1f} | {m / fair / r['summary']['full']:.3f} | {ordered:.1f} | {m / ordered / r['summary']['full']:.3f} | "
+                     f"{shuffled:.1f} | {m / shuffled / r['summary']['full']:.3f} | {time.process_time() - t0:.0f} |")
         print(lines[-1], flush=True)
     (ROOT / "bench/results/fairshare-replay.md").write_text("\n".join(lines) + "\n")
     return 0

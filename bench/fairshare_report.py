@@ -38,7 +38,7 @@ from closed_network import of_placement  # noqa: E402
 from fabric_bench import load_case, placements, summarise  # noqa: E402
 from planner_bench import RANDOM_SEEDS, suite  # noqa: E402
 from switchyard.planner import baselines, plan  # noqa: E402
-from switchyard.planner.fairshare import PAYLOAD, predict  # noqa: E402
+from switchyard.planner.fairshare import predict  # noqa: E402
 
 RUNS = ("fabric.json", "fabric.run2.json", "fabric.nebraska-serve90.json")
 LOADED = 0.05        # an uplink direction counts when predicted or measured above this share of its capacity
@@ -94,11 +94,11 @@ def fabric_rows(results_dir: pathlib.Path) -> list[dict]:
                         and fair.uplinks[sw][d] <= LOADED * p["capacity"]:
                     continue
                 for k, (_, up) in models.items():
-                    errors[k].append(abs(m[d] / PAYLOAD - up[sw][d]) / p["capacity"])
+                    errors[k].append(abs(m[d] / r["summary"]["full"] - up[sw][d]) / p["capacity"])
         rows.append({**row, "measured": measured, **closed,
-                     **{f"{k}_ratio": measured / (g * PAYLOAD) for k, g in closed.items()},
+                     **{f"{k}_ratio": measured / (g * r['summary']['full']) for k, g in closed.items()},
                      **{k: g for k, (g, _) in models.items()},
-                     **{f"{k}_ratio": measured / (g * PAYLOAD) if g else None for k, (g, _) in models.items()},
+                     **{f"{k}_ratio": measured / (g * r['summary']['full']) if g else None for k, (g, _) in models.items()},
                      "directions": len(errors["lp"]), "errors": errors})
     return rows
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from fairshare_report import LOADED, recorded  # noqa: E402
-from switchyard.planner.fairshare import PAYLOAD, Readers, Stream, predict, progressive_filling, readers  # noqa: E402
+from switchyard.planner.fairshare import Readers, Stream, predict, progressive_filling, readers  # noqa: E402
 
 
 def per_connection(the: Readers, rounds: int = 300) -> tuple[float, dict[str, dict[str, float]]]:
@@ -83,13 +83,13 @@ def main() -> int:
             for d in ("out", "in"):
                 if max(p[d], m[d], fair.uplinks[sw][d]) <= LOADED * p["capacity"]:
                     continue
-                mine["readers"].append(abs(m[d] / PAYLOAD - fair.uplinks[sw][d]) / p["capacity"])
-                mine["connections"].append(abs(m[d] / PAYLOAD - conn_up[sw][d]) / p["capacity"])
+                mine["readers"].append(abs(m[d] / r["summary"]["full"] - fair.uplinks[sw][d]) / p["capacity"])
+                mine["connections"].append(abs(m[d] / r["summary"]["full"] - conn_up[sw][d]) / p["capacity"])
         for k in errors:
             errors[k] += mine[k]
         lines.append(f"| {run} | {case} | {name} | {'yes' if r['summary']['valid'] else 'no'} | {measured:.1f} | "
-                     f"{fair.delivered_gbps:.1f} | {measured / fair.delivered_gbps / PAYLOAD:.3f} | {conn_gbps:.1f} | "
-                     f"{measured / conn_gbps / PAYLOAD:.3f} | {statistics.fmean(mine['readers']):.1%} / "
+                     f"{fair.delivered_gbps:.1f} | {measured / fair.delivered_gbps / r['summary']['full']:.3f} | {conn_gbps:.1f} | "
+                     f"{measured / conn_gbps / r['summary']['full']:.3f} | {statistics.fmean(mine['readers']):.1%} / "
                      f"{statistics.fmean(mine['connections']):.1%} |")
     lines.append(f"\nmean uplink error over {len(errors['readers'])} loaded directions: per reader "
                  f"{statistics.fmean(errors['readers']):.1%}, per connection {statistics.fmean(errors['connections']):.1%}")
