@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "e2e"))
 
-from fabric import PREFIX, allow_congestion, down, run, shape  # noqa: E402
+from fabric import PREFIX, allow_congestion, down, run, shape, shaped_bytes  # noqa: E402
 
 NS = (PREFIX + "cc-a", PREFIX + "cc-b")
 RECEIVER = """
@@ -51,9 +51,7 @@ time.sleep(3600)
 def counts() -> tuple[int, int, int]:
     """(interface tx bytes, tx packets, shaper bytes) of the sender's end."""
     link = json.loads(run("ip", "-n", NS[0], "-j", "-s", "link", "show", "dev", "ea").stdout)[0]["stats64"]["tx"]
-    htb = next(q for q in json.loads(run("tc", "-n", NS[0], "-j", "-s", "qdisc", "show", "dev", "ea").stdout)
-               if q["kind"] == "htb")
-    return link["bytes"], link["packets"], htb["bytes"]
+    return link["bytes"], link["packets"], shaped_bytes(NS[0], "ea")["ea"]
 
 
 def measure(congestion: str, flows: int, mbit: float, seconds: float) -> dict:

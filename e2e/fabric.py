@@ -426,11 +426,9 @@ class Fabric:
         as one packet with one header: a full link reads about 0.96 of its rate in
         them (bench/shaper_counts.py).
         """
-        sent: dict[tuple[str, str], int] = {}
-        for ns in {self.spine, self.origin_ns, *self.switch_ns.values(), *(n.ns for n in self.nodes)}:
-            for q in json.loads(run("tc", "-n", ns, "-j", "-s", "qdisc", "show").stdout or "[]"):
-                if q.get("kind") == "htb" and q.get("root"):
-                    sent[(ns, q["dev"])] = q["bytes"]
+        sent = {(ns, dev): count
+                for ns in {self.spine, self.origin_ns, *self.switch_ns.values(), *(n.ns for n in self.nodes)}
+                for dev, count in shaped_bytes(ns).items()}
 
         def pair(out: tuple[str, str], inn: tuple[str, str]) -> tuple[int, int]:
             return sent.get(out, 0), sent.get(inn, 0)
@@ -441,6 +439,13 @@ class Fabric:
             out[f"host:{node.name}"] = pair((node.ns, "eth0"), (self.switch_ns[node.switch], _peer(node.ns)))
         out["wan"] = pair((self.origin_ns, "eth0"), (self.spine, "syfwan"))
         return out
+
+
+def shaped_bytes(ns: str, dev: str | None = None) -> dict[str, int]:
+    """device -> bytes its root HTB has sent, for every shaped device of a namespace (or one of them)."""
+    out = run("tc", "-n", ns, "-j", "-s", "qdisc", "show", *(("dev", dev) if dev else ()), check=False).stdout
+    # (given one device, tc leaves "dev" out of its answer)
+    return {q.get("dev", dev): q["bytes"] for q in json.loads(out or "[]") if q.get("kind") == "htb" and q.get("root")}
 
 
 def _peer(ns: str) -> str:

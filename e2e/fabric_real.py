@@ -25,7 +25,7 @@ import json
 import pathlib
 
 import realnodes
-from fabric import _bytes, unshape
+from fabric import _bytes, shaped_bytes, unshape
 from fabric import shape as _shape
 
 WAN_FABRIC_IP, WAN_ORIGIN_IP = "10.250.250.1", "10.250.250.2"
@@ -133,8 +133,7 @@ class RealFabric:
         burst as one packet with one header and read a full link a few per cent low (e2e/fabric.py
         wire_counters). Unshaped devices count 0."""
         def sent(ns: str, dev: str) -> int:
-            out = realnodes._run("tc", "-n", ns, "-j", "-s", "qdisc", "show", "dev", dev, check=False).stdout
-            return sum(q.get("bytes", 0) for q in json.loads(out or "[]") if q.get("kind") == "htb" and q.get("root"))
+            return shaped_bytes(ns, dev).get(dev, 0)
         out = {}
         for switch, index in self.real.switches.items():
             out[f"uplink:{switch}"] = (sent(self.fabric, f"ifb{index}"), sent(self.fabric, self.bridge(switch)))
