@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fabric import PREFIX, down, host_congestion, namespaces  # noqa: E402
+from fabric import PREFIX, QUEUE_MS, down, host_congestion, namespaces  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
 from fabric_scenario import DEMANDS, READER_ORDERS, fabric_for, layout, run  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
@@ -80,7 +80,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
     log(f"  fair-share reference: {fair.delivered_gbps} Gbps")
     log(f"  {len(the.hosts)} node namespaces, {len(the.caches)} caches, {len(the.streams)} reader streams"
         + (f", {the.unplaced} workers unplaced" if the.unplaced else ""))
-    with fabric_for(TAG, topology, the, scale, args.congestion) as fabric:
+    with fabric_for(TAG, topology, the, scale, args.congestion, args.queue_ms) as fabric:
         t0 = time.monotonic()
         m = run(fabric, the, pools, args.file_kib << 10, args.warmup, args.window, args.repeats, log=log)
         seconds = time.monotonic() - t0
@@ -114,10 +114,26 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
         "caches": {s: list(n) for by in chosen.placement.caches.values() for s, n in by.items()},
         "workers": {f: dict(by) for f, by in chosen.placement.workers.items()},
         "fair_gbps": fair.delivered_gbps, "fair_uplinks": fair.uplinks, "fair_served": fair.served,
-        "fair_saturated": list(fair.saturated), "host_switch": {n: sw for n, sw, _, _ in the.hosts}, "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
+        "fair_saturated": list(fair.saturated), "fair_full_hosts_behind": full_hosts_behind(the, fair.saturated),
+        "host_switch": {n: sw for n, sw, _, _ in the.hosts}, "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
         "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
         "seconds": round(seconds, 1), "windows": windows, "counting": "frames",
     }
+
+
+def full_hosts_behind(the, saturated) -> dict[str, list[str]]:
+    """Per uplink direction the fair share fills ("up_in:rack-5"), the cache hosts it also has at their serving
+    cap whose flows cross that direction: flows full at two links in tandem, where TCP's share is not the
+    fair share's (bench/results/fabric-notes.md)."""
+    switch_of = {node: switch for node, switch, _, _ in the.hosts}
+    full = {link.split(":", 1)[1] for link in saturated if link.startswith("serve:")}
+    behind: dict[str, set[str]] = {link: set() for link in saturated if link.startswith("up_")}
+    for stream in the.streams:
+        for cache in {c for c, _ in stream.urls} & full:
+            if switch_of[cache] != switch_of[stream.node]:
+                for link in (f"up_out:{switch_of[cache]}", f"up_in:{switch_of[stream.node]}"):
+                    behind.get(link, set()).add(cache)
+    return {link: sorted(hosts) for link, hosts in behind.items()}
 
 
 def flows(mbit, topology, readers: list[str], caches: list[str], scale: float) -> dict:
@@ -204,7 +220,8 @@ def report(results: dict, args, meta: dict) -> str:
         f"- 1-minute load average at start {meta.get('load_start', float('nan')):.2f}, at end "
         f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
         f"finished {meta.get('finished', '?')}",
-        f"- TCP congestion control in every namespace: {meta.get('congestion', 'the host default (not recorded)')}",
+        f"- TCP congestion control in every namespace: {meta.get('congestion', 'the host default (not recorded)')}; "
+        f"every shaped link's drop-tail FIFO {args.queue_ms:g} ms of its rate",
         f"- planner: the working tree at the run's start, commit {meta.get('head', '?')}"
         + (" with uncommitted planner changes" if meta.get("planner_changed") else "")
         + (f" ({meta['note']})" if meta.get("note") else ""),
@@ -313,6 +330,9 @@ def findings(results: dict) -> list[str]:
                      f"fair share {min(errs):+.1%} to {max(errs):+.1%} (target ±5%); outside it: "
                      + (", ".join(f"{c} {n[0]} {sw} {d} ({(m - f) / f:+.1%})"
                                   for c, n, sw, d, _, f, m, _ in outside) or "none") + ".")
+        behind = {(case, name): r["fair_full_hosts_behind"] for case, name, r in rows if "fair_full_hosts_behind" in r}
+        if behind:
+            lines += tandem_finding([it for it in fair_sat if (it[0], it[1]) in behind], behind)
     both = sat + other
     if both:
         flow_err = statistics.fmean(abs(m - p) / c for _, _, _, _, p, _, m, c in both)
@@ -367,6 +387,25 @@ def plot(results: dict, path: pathlib.Path) -> bool:
     return True
 
 
+def tandem_finding(fair_sat: list[tuple], behind: dict) -> list[str]:
+    """The fair-share-saturated uplink directions split by whether their flows also cross a full cache host."""
+    def err(it) -> str:
+        return f"{(it[6] - it[5]) / it[5]:+.1%}"
+    tandem = [it for it in fair_sat if behind[it[0], it[1]].get(f"up_{it[3]}:{it[2]}")]
+    alone = [it for it in fair_sat if it not in tandem]
+    lines = []
+    if alone:
+        errs = sorted((it[6] - it[5]) / it[5] for it in alone)
+        lines.append(f"  - {len(alone)} carry no flow that also crosses a cache host at its serving cap: measured vs fair "
+                     f"share {errs[0]:+.1%} to {errs[-1]:+.1%}.")
+    if tandem:
+        lines.append(f"  - {len(tandem)} also carry flows from cache hosts at their serving cap (two full links in "
+                     "tandem): " + ", ".join(f"{c} {n[0]} {sw} {d} {err(it)}, behind "
+                                             f"{len(behind[c, n][f'up_{d}:{sw}'])} full host(s)"
+                                             for it in tandem for c, n, sw, d, *_ in [it]) + ".")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", default="fabric-netbound:4,chicago:1.5,nebraska:1.5",
@@ -389,6 +428,8 @@ def main() -> int:
                              "is shaped at it (shaped, the runs before e493285: drops frames that crossed an uplink)")
     parser.add_argument("--congestion", default="",
                         help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
+    parser.add_argument("--queue-ms", type=float, default=QUEUE_MS,
+                        help="every shaped link's drop-tail FIFO, in ms of its rate (e2e/fabric.py shape())")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
     parser.add_argument("--from-json", help="only write the report (md, png) again from a run's JSON")
@@ -399,6 +440,7 @@ def main() -> int:
         doc = json.loads(pathlib.Path(args.from_json).read_text())
         args.reader_order = "rotation"      # runs recorded before the option was one
         args.demand = "shaped"
+        args.queue_ms = QUEUE_MS            # and before this one
         for key, value in doc["args"].items():
             if key not in ("from_json", "out", "name"):
                 setattr(args, key, value)

@@ -112,10 +112,14 @@ def restore_congestion() -> None:
         SAVED_CONGESTION.unlink()
 
 
-def shape(ns: str, dev: str, mbit: float) -> None:
-    """HTB at `mbit` on the egress of `dev`, with a drop-tail FIFO of about 40 ms (at least 256 KB)."""
+QUEUE_MS = 40.0   # a shaped link's drop-tail FIFO, in milliseconds of its rate
+
+
+def shape(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> None:
+    """HTB at `mbit` on the egress of `dev`, with a drop-tail FIFO of `queue_ms` of its rate (at least
+    256 KB at the default 40 ms, a proportionally smaller floor for a shorter queue)."""
     rate = f"{mbit:.3f}mbit"
-    limit = max(256_000, int(mbit * 1e6 / 8 * 0.04))
+    limit = int(max(256_000 * min(1.0, queue_ms / QUEUE_MS), mbit * 1e6 / 8 * queue_ms / 1000))
     run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
     run("tc", "-n", ns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate,
         "ceil", rate, "burst", "64k", "cburst", "64k", "quantum", "60000")
@@ -155,6 +159,7 @@ class Fabric:
     nodes: list[Node] = field(default_factory=list)
     wan_mbit: float = 1000.0
     congestion: str = ""                      # TCP congestion control of every namespace; "" keeps the host's
+    queue_ms: float = QUEUE_MS                # every shaped link's FIFO
     workdir: Path | None = None
     switch_ns: dict[str, str] = field(default_factory=dict)
     ports: list[Port] = field(default_factory=list)
@@ -163,9 +168,9 @@ class Fabric:
 
     @classmethod
     def plan(cls, tag: str, uplinks_mbit: dict[str, float], hosts: list[tuple[str, str, float, float]],
-             wan_mbit: float, congestion: str = "") -> "Fabric":
+             wan_mbit: float, congestion: str = "", queue_ms: float = QUEUE_MS) -> "Fabric":
         """hosts: (node, switch, Mbit/s out, Mbit/s in)."""
-        fabric = cls(tag, dict(uplinks_mbit), wan_mbit=wan_mbit, congestion=congestion)
+        fabric = cls(tag, dict(uplinks_mbit), wan_mbit=wan_mbit, congestion=congestion, queue_ms=queue_ms)
         for i, (name, switch, out_mbit, in_mbit) in enumerate(hosts):
             ip = f"{SUBNET}.{1 + i // 250}.{1 + i % 250}"
             fabric.nodes.append(Node(name, switch, f"{fabric.prefix}n{i}", ip, out_mbit, in_mbit))
@@ -255,7 +260,7 @@ class Fabric:
 
     def shape_links(self, factor: float = 1.0) -> None:
         for port in self.ports:
-            shape(port.ns, port.dev, port.mbit * factor)
+            shape(port.ns, port.dev, port.mbit * factor, self.queue_ms)
 
     def unshape_links(self) -> None:
         for port in self.ports:
@@ -280,7 +285,7 @@ class Fabric:
 
     def describe(self) -> dict:
         return {"tag": self.tag, "uplinks_mbit": self.uplinks_mbit, "wan_mbit": self.wan_mbit,
-                "congestion": self.congestion or host_congestion(),
+                "congestion": self.congestion or host_congestion(), "queue_ms": self.queue_ms,
                 "switch_ns": self.switch_ns, "nodes": [vars(n) for n in self.nodes]}
 
     # ------------------------------------------------------------ processes

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fabric import ORIGIN_IP, PORT, Fabric, cpu_times, process_cpu_seconds  # noqa: E402
+from fabric import ORIGIN_IP, PORT, QUEUE_MS, Fabric, cpu_times, process_cpu_seconds  # noqa: E402
 from switchyard.api.xcachepool import XCachePoolBody  # noqa: E402
 from switchyard.planner.flow import ring_weights  # noqa: E402
 from switchyard.planner.hashing import home  # noqa: E402
@@ -266,6 +266,7 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
     return measured
 
 
-def fabric_for(tag: str, topology: Topology, the: Layout, scale: float, congestion: str = "") -> Fabric:
+def fabric_for(tag: str, topology: Topology, the: Layout, scale: float, congestion: str = "",
+               queue_ms: float = QUEUE_MS) -> Fabric:
     return Fabric.plan(tag, {s.name: s.uplink_gbps * scale for s in topology.switches}, the.hosts,
-                       topology.wan_gbps * scale, congestion)
+                       topology.wan_gbps * scale, congestion, queue_ms)
