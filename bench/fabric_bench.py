@@ -114,26 +114,11 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
         "caches": {s: list(n) for by in chosen.placement.caches.values() for s, n in by.items()},
         "workers": {f: dict(by) for f, by in chosen.placement.workers.items()},
         "fair_gbps": fair.delivered_gbps, "fair_uplinks": fair.uplinks, "fair_served": fair.served,
-        "fair_saturated": list(fair.saturated), "fair_full_hosts_behind": full_hosts_behind(the, fair.saturated),
+        "fair_saturated": list(fair.saturated), "fair_full_hosts_behind": {link: list(hosts) for link, hosts in fair.behind_full_hosts.items()},
         "host_switch": {n: sw for n, sw, _, _ in the.hosts}, "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
         "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
         "seconds": round(seconds, 1), "windows": windows, "counting": "frames",
     }
-
-
-def full_hosts_behind(the, saturated) -> dict[str, list[str]]:
-    """Per uplink direction the fair share fills ("up_in:rack-5"), the cache hosts it also has at their serving
-    cap whose flows cross that direction: flows full at two links in tandem, where TCP's share is not the
-    fair share's (bench/results/fabric-notes.md)."""
-    switch_of = {node: switch for node, switch, _, _ in the.hosts}
-    full = {link.split(":", 1)[1] for link in saturated if link.startswith("serve:")}
-    behind: dict[str, set[str]] = {link: set() for link in saturated if link.startswith("up_")}
-    for stream in the.streams:
-        for cache in {c for c, _ in stream.urls} & full:
-            if switch_of[cache] != switch_of[stream.node]:
-                for link in (f"up_out:{switch_of[cache]}", f"up_in:{switch_of[stream.node]}"):
-                    behind.get(link, set()).add(cache)
-    return {link: sorted(hosts) for link, hosts in behind.items()}
 
 
 def flows(mbit, topology, readers: list[str], caches: list[str], scale: float) -> dict:
@@ -388,7 +373,8 @@ def plot(results: dict, path: pathlib.Path) -> bool:
 
 
 def tandem_finding(fair_sat: list[tuple], behind: dict) -> list[str]:
-    """The fair-share-saturated uplink directions split by whether their flows also cross a full cache host."""
+    """The fair-share-saturated uplink directions split by whether their flows also cross a cache host at its
+    serving cap (FairShare.behind_full_hosts: two full links in tandem, where TCP's share is not the fair share's)."""
     def err(it) -> str:
         return f"{(it[6] - it[5]) / it[5]:+.1%}"
     tandem = [it for it in fair_sat if behind[it[0], it[1]].get(f"up_{it[3]}:{it[2]}")]

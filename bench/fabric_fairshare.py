@@ -16,11 +16,11 @@ from __future__ import annotations
 from switchyard.planner.fairshare import fair_share
 from switchyard.planner.model import FairShare
 
-__all__ = ["FairShare", "fair_share", "of_layout"]
+__all__ = ["FairShare", "fair_share", "of_layout", "problem_of_layout"]
 
 
-def of_layout(topology, the, scale: float) -> FairShare:
-    """The fair share of a fabric_scenario.Layout (rates back in model Gbps)."""
+def problem_of_layout(topology, the, scale: float) -> tuple:
+    """fair_share's arguments for a fabric_scenario.Layout (rates back in model Gbps)."""
     switch_of = {h.name: h.switch for h in topology.hosts}
     rates = {node: (out / scale, inn / scale) for node, _, out, inn in the.hosts}
     streams = []
@@ -29,4 +29,9 @@ def of_layout(topology, the, scale: float) -> FairShare:
         for cache, _ in s.urls:
             shares[cache] = shares.get(cache, 0.0) + 1.0 / len(s.urls)
         streams.append((s.node, s.demand_gbps, shares))
-    return fair_share(switch_of, {sw.name: sw.uplink_gbps for sw in topology.switches}, rates, streams)
+    return switch_of, {sw.name: sw.uplink_gbps for sw in topology.switches}, rates, streams
+
+
+def of_layout(topology, the, scale: float) -> FairShare:
+    """The fair share of a fabric_scenario.Layout."""
+    return fair_share(*problem_of_layout(topology, the, scale))

@@ -187,13 +187,23 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = (), files:
         doc["fairShareGbps"] = result.fair.delivered_gbps
         doc["fairShare"] = {"gbps": result.fair.delivered_gbps, "saturated": list(result.fair.saturated),
                             "servedByHost": dict(result.fair.served),
-                            "ringSplit": {p: dict(s) for p, s in result.fair.ring_split.items()}, "files": files}
+                            "ringSplit": {p: dict(s) for p, s in result.fair.ring_split.items()}, "files": files,
+                            "fullBehindFullHosts": {link: list(h) for link, h in result.fair.behind_full_hosts.items()}}
     if compared:
         doc["baselines"] = [{"planner": b.planner, "predictedGbps": b.predicted_gbps,
                              **({"fairShareGbps": b.fair.delivered_gbps} if b.fair else {}),
                              "peakUtilisation": round(max((u.utilisation for u in b.uplinks), default=0.0), 4),
                              "bottleneck": b.bottleneck} for b in compared]
     return doc
+
+
+def tandem_line(link: str, hosts: tuple[str, ...]) -> str:
+    """A full uplink direction whose flows also come from full cache hosts: TCP leaves it below the fair share."""
+    direction, switch = link.removeprefix("up_").split(":", 1)
+    named = ", ".join(hosts[:3]) + (f" (+{len(hosts) - 3})" if len(hosts) > 3 else "")
+    return (f"caution: uplink {switch} {direction} is full and its flows also come from {len(hosts)} cache host(s) at "
+            f"their cap ({named}): TCP gives flows that queue at both less of the host, so expect less than the fair "
+            "share there (fewer workers behind that uplink, or more cache hosts, avoid it)")
 
 
 def ring_split_line(pool: str, split: dict, weights: dict, files: int) -> str:
@@ -233,6 +243,7 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
         lines.append(f"fair share {result.fair.delivered_gbps:g} Gbps: what competing TCP flows get with this placement "
                      f"(per-host serving; the LP optimum above is the best the routing allows); full: {full or 'nothing'}")
         lines.append(f"all figures are link Gbps: a full link delivers ~{PAYLOAD:.3f} of it as TCP payload at 1500 MTU")
+        lines += [tandem_line(link, hosts) for link, hosts in result.fair.behind_full_hosts.items()]
         if files:
             lines += [ring_split_line(pool, split, result.hash_weights.get(pool) or split, files)
                       for pool, split in result.fair.ring_split.items() if split]

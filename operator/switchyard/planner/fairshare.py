@@ -107,6 +107,28 @@ def fair_share(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
     """Per-node streams (the fabric bench's layout): (node, demand Gbps, {cache node: share of its bytes});
     host_rates: node -> (out, in) Gbps. A node's link in caps its readers; a reader on a cache host reads
     that host over loopback."""
+    filled = progressive_filling(*node_links(switch_of, uplink_gbps, host_rates, streams))
+    served: dict[str, float] = {}
+    for rate, (_, _, shares) in zip(filled.rates, streams):
+        for cache, share in shares.items():
+            served[cache] = served.get(cache, 0.0) + rate * share
+    reads = []
+    for node, _, shares in streams:
+        for cache in shares:
+            if cache != node:
+                use = {f"serve:{cache}": 1.0}
+                _cross(use, switch_of[cache], switch_of[node], 1.0)
+                reads.append((cache, use))
+    return FairShare(round(sum(filled.rates), 3), _uplinks(filled.loads, uplink_gbps),
+                     {c: round(v, 3) for c, v in sorted(served.items())}, filled.saturated,
+                     demand_gbps=round(sum(d for _, d, _ in streams), 3),
+                     behind_full_hosts=_behind_full_hosts(filled.saturated, reads))
+
+
+def node_links(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
+               host_rates: Mapping[str, tuple[float, float]], streams: Sequence[tuple[str, float, Mapping[str, float]]]
+               ) -> tuple[dict[str, float], list[Stream]]:
+    """fair_share's links (capacity by name) and flows, for another sharing rule on the same problem."""
     capacity = {f"{d}:{sw}": gbps for sw, gbps in uplink_gbps.items() for d in ("up_out", "up_in")}
     for node, (out, inn) in host_rates.items():
         capacity[f"serve:{node}"] = out
@@ -119,14 +141,7 @@ def fair_share(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
                 _add(use, f"serve:{cache}", share)
                 _cross(use, switch_of[cache], switch_of[node], share)
         flows.append(Stream(demand, use))
-    filled = progressive_filling(capacity, flows)
-    served: dict[str, float] = {}
-    for rate, (_, _, shares) in zip(filled.rates, streams):
-        for cache, share in shares.items():
-            served[cache] = served.get(cache, 0.0) + rate * share
-    return FairShare(round(sum(filled.rates), 3), _uplinks(filled.loads, uplink_gbps),
-                     {c: round(v, 3) for c, v in sorted(served.items())}, filled.saturated,
-                     demand_gbps=round(sum(d for _, d, _ in streams), 3))
+    return capacity, flows
 
 
 @dataclass(frozen=True)
@@ -233,6 +248,17 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     """The fair share of a placement (see readers() for `weights` and `files`)."""
     the = readers(topology, pools, fleets, placement, weights, files)
     filled = progressive_filling(the.capacity, streams_of(the.groups))
+    nic = {h.name: h.nic_gbps for h in topology.hosts}
+    body = {p.name: p.body for p in pools}
+
+    def at_its_cap(link: str) -> bool:
+        """A full link that is full in the network too: a host planned below what it can serve (its pool's
+        serveHeadroom) still has room when the prediction fills it."""
+        if not link.startswith("serve:"):
+            return True
+        _, pool, node = link.split(":", 2)
+        return the.capacity[link] >= min(nic[node], body[pool].serve_gbps) - 1e-9
+
     served: dict[str, float] = {}
     for rate, g in zip(filled.rates, the.groups):
         for host, share in g.shares.items():
@@ -248,6 +274,8 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         demand_gbps=round(the.demand_gbps, 3),
         switch_served={s: round(v, 3) for s, v in sorted(by_switch.items())},
         ring_split={pool: {h: round(v, 6) for h, v in shares.items()} for pool, shares in sorted(the.rings.items())},
+        behind_full_hosts=_behind_full_hosts(tuple(filter(at_its_cap, filled.saturated)),
+                                             ((h, g.uses[h]) for g in the.groups for h in g.shares)),
     )
 
 
@@ -256,6 +284,22 @@ def with_fair_share(topology: Topology, pools: list[PoolRequest], fleets: list[F
     """The plan with its fair-share prediction (plan.fair), over the ring it publishes (split as `files` hash)."""
     fair = predict(topology, pools, fleets, plan.placement, plan.hash_weights or None, files)
     return dataclasses.replace(plan, fair=fair)
+
+
+def _behind_full_hosts(saturated: Sequence[str], reads) -> dict[str, tuple[str, ...]]:
+    """Each uplink direction the filling left full, with the cache hosts, also full, whose bytes cross it.
+    reads: (host, the links a read from it uses). Where two full links are in tandem, TCP does not split
+    the host alike: flows that also queue at the full uplink have the longer round trip and get less of
+    it, and the uplink carries less than its fair share (9-15% on the emulated fabric, more the deeper
+    the queues: bench/results/fabric-notes.md). No fluid rule tried there predicts it."""
+    full = set(saturated)
+    behind: dict[str, set[str]] = {}
+    for host, use in reads:
+        if any(link in full for link in use if link.startswith(("serve:", "nic:"))):
+            for link in use:
+                if link.startswith("up_") and link in full:
+                    behind.setdefault(link, set()).add(host)
+    return {link: tuple(sorted(hosts)) for link, hosts in sorted(behind.items())}
 
 
 def _add(use: dict[str, float], link: str, a: float) -> None:

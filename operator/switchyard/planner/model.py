@@ -108,6 +108,8 @@ class FairShare:
     demand_gbps: float = 0.0
     switch_served: Mapping[str, float] = field(default_factory=dict)           # switch -> Gbps its cache hosts serve
     ring_split: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # pool -> host -> share of ring bytes
+    # a full uplink direction ("up_in:rack-5") -> the cache hosts, also full, whose bytes cross it
+    behind_full_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

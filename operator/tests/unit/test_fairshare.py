@@ -92,6 +92,35 @@ def test_local_and_cross_switch_readers_share_a_cache_hosts_nic():
     assert fair.uplinks["s1"] == {"in": pytest.approx(10, abs=1e-3), "out": 0.0}
 
 
+def tandem(serve: float, **body):
+    """s0's one cache host (20 GbE) serves 10 local readers and 10 ring readers behind s1's 4 Gbps uplink
+    (1 Gbps each): s1's readers fill their uplink at 0.4 each; s0's grow until the host is full, if it fills."""
+    topo = topology([switch("s0", 100, nodes("cache", cpu=16, memory=64, nic=20, nvme=2),
+                            nodes("w", count=10, cpu=16, memory=64, nic=25)),
+                     switch("s1", 4, nodes("w", count=10, cpu=16, memory=64, nic=25))])
+    pools, fleets = [pool(serve=serve, **body)], [fleet(replicas=20, cores=4, memory=8, read=1)]
+    placement = Placement(caches={"xc": {"s0": ("s0-cache",)}}, workers={"f": {"s0": 10, "s1": 10}})
+    return fairshare.predict(topo, pools, fleets, placement)
+
+
+def test_a_full_uplink_whose_flows_also_come_from_a_full_cache_host_is_named():
+    """The emulated fabric's two short uplinks (fabric.md: -13% and -15% of the fair share) were the two whose
+    readers also read from hosts at their cap; with every host at half its cap they were exact
+    (fabric.hostfree.md). The fair share names such pairs; it cannot say how much TCP takes from them."""
+    fair = tandem(serve=10)
+    assert fair.uplinks["s1"]["in"] == pytest.approx(4, abs=1e-3)
+    assert fair.served == {"s0-cache": pytest.approx(10, abs=1e-3)}
+    assert fair.behind_full_hosts == {"up_in:s1": ("s0-cache",)}
+
+
+def test_a_full_uplink_behind_hosts_with_room_is_not_named():
+    assert tandem(serve=45).behind_full_hosts == {}       # the host serves 14 of its 20: not full
+    # planned at 10 of the 20 it can serve (serveHeadroom): full in the prediction, not in the network
+    planned_half = tandem(serve=20, serveHeadroom=0.5)
+    assert planned_half.served == {"s0-cache": pytest.approx(10, abs=1e-3)}
+    assert planned_half.behind_full_hosts == {}
+
+
 def test_the_ring_splits_bytes_by_the_published_weights_not_by_capacity():
     """Two equal 20 Gbps hosts with published weights 0.8 / 0.2: the hot host fills at 25 Gbps of
     reads, not at 40 as a capacity-proportional split would have it."""

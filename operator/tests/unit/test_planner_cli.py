@@ -90,6 +90,32 @@ def test_the_fair_share_is_printed_beside_the_optimum(tmp_path, capsys):
     assert all("fair share" in x for x in out.splitlines() if x.startswith("baseline"))
 
 
+def test_a_full_uplink_behind_a_full_cache_host_gets_a_caution(tmp_path, capsys):
+    """rack-b's 14 readers fill its 4 Gbps uplink from rack-a's one cache host, which its local readers fill
+    too: TCP leaves such an uplink below the fair share (bench/results/fabric-notes.md), so the plan says so."""
+    topology = {"wanGbps": 100, "switches": [
+        {"name": "rack-a", "uplinkGbps": 100, "nodes": [
+            {"name": "cache", "count": 1, "nicGbps": 10, "cpu": 16, "memoryGiB": 64, "nvmeDisks": 4},
+            {"name": "worker", "count": 1, "nicGbps": 25, "cpu": 16, "memoryGiB": 64}]},
+        {"name": "rack-b", "uplinkGbps": 4, "nodes": [
+            {"name": "worker", "count": 4, "nicGbps": 25, "cpu": 64, "memoryGiB": 256}]}]}
+    doc = facility(network={"wanGbps": 100, "switches": [{"name": "rack-a", "uplinkGbps": 100},
+                                                         {"name": "rack-b", "uplinkGbps": 4}]},
+                   cachePools=[{"name": "xcache", "serveGbps": 6, "missRatio": 0.0,
+                                "origin": {"host": "origin.example.org"}, "pfc": {"ramGiB": 4}}],
+                   fleets=[{"name": "dask", "replicas": 20, "cores": 4, "memoryGiB": 8, "readGbps": 1,
+                            "dask": {"createScheduler": True}}])
+    code, out, _ = run(tmp_path, capsys, doc, topology)
+    assert code == 0
+    caution = [x for x in out.splitlines() if x.startswith("caution:")]
+    assert len(caution) == 1 and "uplink rack-b in is full" in caution[0] and "(rack-a-cache)" in caution[0]
+    code, out, _ = run(tmp_path, capsys, doc, topology, "-o", "json")
+    assert json.loads(out)["fairShare"]["fullBehindFullHosts"] == {"up_in:rack-b": ["rack-a-cache"]}
+    # the usual facility: nothing full behind a full host, no caution
+    code, out, _ = run(tmp_path, capsys, facility())
+    assert "caution:" not in out
+
+
 def test_a_file_list_gives_the_ring_split_of_those_files(tmp_path, capsys):
     """--files: ring readers take the split rendezvous hashing gives those paths, not the weights' average;
     the output says which split it used and how far it is from the weights."""
