@@ -46,8 +46,10 @@ STEP = 0.1     # seconds; a file takes ~3-7 s at these rates
 
 
 def replay(topology, pools, fleets, placement, weights, files, scale: float, file_kib: int, start: float, end: float,
-           shuffle: int | None = None, reader_order: str = "rotation", demand: str = "shaped") -> tuple[float, int]:
-    """(mean delivered link Gbps over [start, end) seconds after the readers start, streams).
+           shuffle: int | None = None, reader_order: str = "rotation", demand: str = "shaped"
+           ) -> tuple[float, int, dict[str, float]]:
+    """(mean delivered link Gbps over [start, end) seconds after the readers start, streams, mean load per
+    uplink direction, "up_in:rack-5").
 
     reader_order, demand: as the run had them (its args; runs before the options: rotation, shaped)."""
     the = layout(topology, pools, fleets, placement, weights, scale, files, reader_order, demand)
@@ -77,6 +79,7 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
     position = [0] * len(sources)
     left = [size] * len(sources)
     delivered, t = 0.0, 0.0
+    uplinks: dict[str, float] = {}              # Gbit carried per uplink direction
     while t < end - 1e-9:
         # One TCP connection per (reader process, cache host), as the XRootD client keeps: the links share
         # it alike with the others, and the streams on it share it alike.
@@ -91,6 +94,10 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
                 rates[i] = rate / len(on[k])
         if t >= start - 1e-9:
             delivered += sum(rates) * STEP
+            for k, rate in zip(keys, flows):
+                for link, a in uses(*k).items():
+                    if link.startswith("up_"):
+                        uplinks[link] = uplinks.get(link, 0.0) + rate * a * STEP
         for i, rate in enumerate(rates):
             spare = rate * STEP
             while spare >= left[i]:
@@ -99,7 +106,7 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
                 left[i] = size
             left[i] -= spare
         t += STEP
-    return delivered / (end - start), len(sources)
+    return delivered / (end - start), len(sources), {link: g / (end - start) for link, g in uplinks.items()}
 
 
 def main() -> int:
@@ -115,6 +122,10 @@ def main() -> int:
              "shuffled | ÷ ×full | CPU (s) |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     runs: dict[str, dict] = {}
     done: dict[tuple, tuple] = {}
+    filled = ["", "Uplink directions the fair share (with the files' split) fills: measured (÷ full), fair share, and "
+              "the replay in the bench's order (mean load over the same span), Gbps.", "",
+              "| run | case | placement | uplink | capacity | measured | fair+files | replay |",
+              "|---|---|---|---|---:|---:|---:|---:|"]
     for run, case, name, r, topology, pools, fleets, chosen, files in recorded(ROOT / "bench/results"):
         if chosen is None:
             lines.append(f"| {run} | {case} | {name} | skipped: today's plan differs from the run's placement |")
@@ -128,19 +139,27 @@ def main() -> int:
                a.get("demand", "shaped"))
         t0 = time.process_time()
         if key not in done:
-            ordered, streams = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
+            ordered, streams, ordered_uplinks = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
                                       reader_order=a.get("reader_order", "rotation"), demand=a.get("demand", "shaped"))
-            shuffled, _ = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
+            shuffled, _, _ = replay(topology, pools, fleets, chosen.placement, weights, files, scale, a["file_kib"], *span,
                                  shuffle=1, demand=a.get("demand", "shaped"))
-            done[key] = (ordered, shuffled, streams)
-        ordered, shuffled, streams = done[key]
-        fair = predict(topology, pools, fleets, chosen.placement, weights, files).delivered_gbps
+            done[key] = (ordered, shuffled, streams, ordered_uplinks)
+        ordered, shuffled, streams, ordered_uplinks = done[key]
+        predicted = predict(topology, pools, fleets, chosen.placement, weights, files)
+        fair = predicted.delivered_gbps
+        for sw, u in sorted(predicted.uplinks.items()):
+            for d in ("out", "in"):
+                capacity = next(s.uplink_gbps for s in topology.switches if s.name == sw)
+                if u[d] >= capacity * (1 - 1e-6):
+                    filled.append(f"| {run} | {case} | {name} | {sw} {d} | {capacity:g} | "
+                                  f"{r['summary']['uplinks'][sw][d] / r['summary']['full']:.1f} | {u[d]:.1f} | "
+                                  f"{ordered_uplinks.get(f'up_{d}:{sw}', 0.0):.1f} |")
         m = r["summary"]["delivered_mean"]
         lines.append(f"| {run} | {case} | {name} | {'yes' if r['summary']['valid'] else 'no'} | {streams} | {m:.1f} | "
                      f"{fair:.1f} | {m / fair / r['summary']['full']:.3f} | {ordered:.1f} | {m / ordered / r['summary']['full']:.3f} | "
                      f"{shuffled:.1f} | {m / shuffled / r['summary']['full']:.3f} | {time.process_time() - t0:.0f} |")
         print(lines[-1], flush=True)
-    (ROOT / "bench/results/fairshare-replay.md").write_text("\n".join(lines) + "\n")
+    (ROOT / "bench/results/fairshare-replay.md").write_text("\n".join(lines + filled) + "\n")
     return 0
 
 

@@ -9,7 +9,7 @@ What is compared, per subject (a switch and a direction):
   plan's `fairOutGbps` / `fairInGbps`. The fair-share figures, not the LP
   optimum's outGbps / inGbps: over the 45 loaded uplink directions of the
   fabric bench (bench/results/fabric.md) measured loads were off the fair
-  share by 3.4% of capacity on average, off the LP's by 13.7%. The exporters
+  share by 3.1% of capacity on average, off the LP's by 13.2%. The exporters
   count bytes read by the reader's switch (`switchyard_xcache_served_bytes_total
   {client_switch}`, from XRootD's f-stream and the client map), so out of
   switch S is what S's caches serve to readers behind other switches, and in to

@@ -290,7 +290,7 @@ def _behind_full_hosts(saturated: Sequence[str], reads) -> dict[str, tuple[str, 
     """Each uplink direction the filling left full, with the cache hosts, also full, whose bytes cross it.
     reads: (host, the links a read from it uses). Where two full links are in tandem, TCP does not split
     the host alike: flows that also queue at the full uplink have the longer round trip and get less of
-    it, and the uplink carries less than its fair share (9-15% on the emulated fabric, more the deeper
+    it, and the uplink carries less than its fair share (8-15% on the emulated fabric, more the deeper
     the queues: bench/results/fabric-notes.md). No fluid rule tried there predicts it."""
     full = set(saturated)
     behind: dict[str, set[str]] = {}
