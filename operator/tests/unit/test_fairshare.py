@@ -3,6 +3,8 @@ emulated fabric measured (bench/results/fabric-notes.md), first seen failing aga
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from switchyard.api.analysisfacility import PlanSummary
@@ -227,6 +229,19 @@ def test_the_benchs_reference_is_the_products():
     assert share.uplinks["a"] == {"out": pytest.approx(10, abs=1e-3), "in": 0.0}
     assert share.served == {"c0": pytest.approx(10, abs=1e-3), "c1": pytest.approx(10, abs=1e-3)}
     assert share.saturated == ("node_in:w", "up_out:a")
+
+
+def test_the_plan_counts_the_full_hosts_behind_a_full_uplink():
+    """status.plan.switches[].fullHostsBehindIn/Out: written only where the fair share names such a pair."""
+    topo, pools, fleets = netbound(), [pool(serve=45)], [fleet(replicas=18, cores=4, memory=8, read=2)]
+    result = fairshare.with_fair_share(topo, pools, fleets, plan(topo, pools, fleets))
+    assert result.fair.behind_full_hosts == {}
+    named = dataclasses.replace(result, fair=dataclasses.replace(
+        result.fair, behind_full_hosts={"up_in:rack-x": ("rack-c-cache",), "up_out:rack-c": ("rack-c-cache",)}))
+    rows = {s.name: s for s in PlanSummary.model_validate(summary(named)).switches}
+    assert (rows["rack-x"].full_hosts_behind_in, rows["rack-x"].full_hosts_behind_out) == (1, 0)
+    assert (rows["rack-c"].full_hosts_behind_in, rows["rack-c"].full_hosts_behind_out) == (0, 1)
+    assert all("fullHostsBehindIn" not in s and "fullHostsBehindOut" not in s for s in summary(result)["switches"])
 
 
 def test_the_facility_status_carries_the_fair_share_for_every_switch():
