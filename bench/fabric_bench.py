@@ -385,10 +385,13 @@ def tandem_finding(fair_sat: list[tuple], behind: dict) -> list[str]:
         lines.append(f"  - {len(alone)} carry no flow that also crosses a cache host at its serving cap: measured vs fair "
                      f"share {errs[0]:+.1%} to {errs[-1]:+.1%}.")
     if tandem:
+        named = []
+        for it in tandem:
+            case, name, switch, direction = it[:4]
+            hosts = behind[case, name][f"up_{direction}:{switch}"]
+            named.append(f"{case} {name[0]} {switch} {direction} {err(it)}, behind {len(hosts)} full host(s)")
         lines.append(f"  - {len(tandem)} also carry flows from cache hosts at their serving cap (two full links in "
-                     "tandem): " + ", ".join(f"{c} {n[0]} {sw} {d} {err(it)}, behind "
-                                             f"{len(behind[c, n][f'up_{d}:{sw}'])} full host(s)"
-                                             for it in tandem for c, n, sw, d, *_ in [it]) + ".")
+                     "tandem): " + ", ".join(named) + ".")
     return lines
 
 

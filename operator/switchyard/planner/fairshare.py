@@ -112,13 +112,7 @@ def fair_share(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
     for rate, (_, _, shares) in zip(filled.rates, streams):
         for cache, share in shares.items():
             served[cache] = served.get(cache, 0.0) + rate * share
-    reads = []
-    for node, _, shares in streams:
-        for cache in shares:
-            if cache != node:
-                use = {f"serve:{cache}": 1.0}
-                _cross(use, switch_of[cache], switch_of[node], 1.0)
-                reads.append((cache, use))
+    reads = [(cache, use) for _, cache, _, use in _node_reads(switch_of, streams)]
     return FairShare(round(sum(filled.rates), 3), _uplinks(filled.loads, uplink_gbps),
                      {c: round(v, 3) for c, v in sorted(served.items())}, filled.saturated,
                      demand_gbps=round(sum(d for _, d, _ in streams), 3),
@@ -133,15 +127,22 @@ def node_links(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
     for node, (out, inn) in host_rates.items():
         capacity[f"serve:{node}"] = out
         capacity[f"node_in:{node}"] = inn
-    flows = []
-    for node, demand, shares in streams:
-        use = {f"node_in:{node}": 1.0}
+    uses = [{f"node_in:{node}": 1.0} for node, _, _ in streams]
+    for i, _, share, use in _node_reads(switch_of, streams):
+        for link, a in use.items():
+            _add(uses[i], link, share * a)
+    return capacity, [Stream(demand, use) for (_, demand, _), use in zip(streams, uses)]
+
+
+def _node_reads(switch_of: Mapping[str, str], streams: Sequence[tuple[str, float, Mapping[str, float]]]):
+    """(stream index, cache node, share of the stream's bytes, links a read from it uses) of every read that
+    leaves the reader's node (a reader on a cache host reads that host over loopback)."""
+    for i, (node, _, shares) in enumerate(streams):
         for cache, share in shares.items():
             if cache != node:
-                _add(use, f"serve:{cache}", share)
-                _cross(use, switch_of[cache], switch_of[node], share)
-        flows.append(Stream(demand, use))
-    return capacity, flows
+                use = {f"serve:{cache}": 1.0}
+                _cross(use, switch_of[cache], switch_of[node], 1.0)
+                yield i, cache, share, use
 
 
 @dataclass(frozen=True)
