@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fabric import PREFIX, QUEUE_MS, down, host_congestion, namespaces  # noqa: E402
+from fabric import PREFIX, QUEUE_MS, down, host_congestion, namespaces, queue_floor_bytes  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
 from fabric_scenario import DEMANDS, READER_ORDERS, fabric_for, layout, run  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
@@ -114,7 +114,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
         "caches": {s: list(n) for by in chosen.placement.caches.values() for s, n in by.items()},
         "workers": {f: dict(by) for f, by in chosen.placement.workers.items()},
         "fair_gbps": fair.delivered_gbps, "fair_uplinks": fair.uplinks, "fair_served": fair.served,
-        "fair_saturated": list(fair.saturated), "fair_full_hosts_behind": {link: list(hosts) for link, hosts in fair.behind_full_hosts.items()},
+        "fair_saturated": list(fair.saturated), "fair_full_hosts_behind": {link: list(hosts) for link, hosts in fair.full_hosts_behind.items()},
         "host_switch": {n: sw for n, sw, _, _ in the.hosts}, "ring_split": split, "nodes": len(the.hosts), "streams": len(the.streams), "unplaced": the.unplaced,
         "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1), "fill_mib": round(m.fill_bytes / 2**20, 1),
         "seconds": round(seconds, 1), "windows": windows, "counting": "frames",
@@ -171,6 +171,7 @@ def summarise(result: dict) -> dict:
 # ---------------------------------------------------------------- report
 
 def report(results: dict, args, meta: dict) -> str:
+    floor_kb = queue_floor_bytes(args.queue_ms) / 1000
     frames = any(r.get("counting") == "frames" for by in results.values() for r in by.values())
     lines = [
         "# Fabric benchmark: measured bytes against the plan's prediction",
@@ -206,7 +207,8 @@ def report(results: dict, args, meta: dict) -> str:
         f"{meta.get('load_end', float('nan')):.2f}; run took {meta.get('seconds', float('nan')):.0f} s; "
         f"finished {meta.get('finished', '?')}",
         f"- TCP congestion control in every namespace: {meta.get('congestion', 'the host default (not recorded)')}; "
-        f"every shaped link's drop-tail FIFO {args.queue_ms:g} ms of its rate",
+        f"every shaped link's drop-tail FIFO {args.queue_ms:g} ms of its rate, at least {floor_kb:g} KB (longer "
+        f"on links below {floor_kb * 8 / args.queue_ms:g} Mbit/s)",
         f"- planner: the working tree at the run's start, commit {meta.get('head', '?')}"
         + (" with uncommitted planner changes" if meta.get("planner_changed") else "")
         + (f" ({meta['note']})" if meta.get("note") else ""),
@@ -374,14 +376,14 @@ def plot(results: dict, path: pathlib.Path) -> bool:
 
 def tandem_finding(fair_sat: list[tuple], behind: dict) -> list[str]:
     """The fair-share-saturated uplink directions split by whether their flows also cross a cache host at its
-    serving cap (FairShare.behind_full_hosts: two full links in tandem, where TCP's share is not the fair share's)."""
-    def err(it) -> str:
-        return f"{(it[6] - it[5]) / it[5]:+.1%}"
+    serving cap (FairShare.full_hosts_behind: two full links in tandem, where TCP's share is not the fair share's)."""
+    def err(it) -> float:
+        return (it[6] - it[5]) / it[5]
     tandem = [it for it in fair_sat if behind[it[0], it[1]].get(f"up_{it[3]}:{it[2]}")]
     alone = [it for it in fair_sat if it not in tandem]
     lines = []
     if alone:
-        errs = sorted((it[6] - it[5]) / it[5] for it in alone)
+        errs = sorted(map(err, alone))
         lines.append(f"  - {len(alone)} carry no flow that also crosses a cache host at its serving cap: measured vs fair "
                      f"share {errs[0]:+.1%} to {errs[-1]:+.1%}.")
     if tandem:
@@ -389,7 +391,7 @@ def tandem_finding(fair_sat: list[tuple], behind: dict) -> list[str]:
         for it in tandem:
             case, name, switch, direction = it[:4]
             hosts = behind[case, name][f"up_{direction}:{switch}"]
-            named.append(f"{case} {name[0]} {switch} {direction} {err(it)}, behind {len(hosts)} full host(s)")
+            named.append(f"{case} {name[0]} {switch} {direction} {err(it):+.1%}, behind {len(hosts)} full host(s)")
         lines.append(f"  - {len(tandem)} also carry flows from cache hosts at their serving cap (two full links in "
                      "tandem): " + ", ".join(named) + ".")
     return lines

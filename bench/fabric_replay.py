@@ -87,15 +87,16 @@ def replay(topology, pools, fleets, placement, weights, files, scale: float, fil
         for i, s in enumerate(the.streams):
             on.setdefault((s.node, source(i)), []).append(i)
         keys = sorted(on)
-        flows = progressive_filling(capacity, [Stream(sum(wants[i] for i in on[k]), uses(*k)) for k in keys]).rates
+        used = [uses(*k) for k in keys]
+        flows = progressive_filling(capacity, [Stream(sum(wants[i] for i in on[k]), u) for k, u in zip(keys, used)]).rates
         rates = [0.0] * len(sources)
         for k, rate in zip(keys, flows):
             for i in on[k]:
                 rates[i] = rate / len(on[k])
         if t >= start - 1e-9:
             delivered += sum(rates) * STEP
-            for k, rate in zip(keys, flows):
-                for link, a in uses(*k).items():
+            for use, rate in zip(used, flows):
+                for link, a in use.items():
                     if link.startswith("up_"):
                         uplinks[link] = uplinks.get(link, 0.0) + rate * a * STEP
         for i, rate in enumerate(rates):

@@ -48,6 +48,8 @@ def alpha_fair(capacity: dict[str, float], flows, alpha: float) -> dict[str, flo
         for link, share in flow.uses.items():
             a[i, index[link]] = share
     demand = np.array([flow.demand_gbps for flow in flows])
+    if np.any(demand <= 0):
+        raise ValueError("every flow needs a demand above 0 (its utility is log or a power of its rate)")
     cap = np.array([capacity[link] for link in links])
 
     def rates(prices):
@@ -65,7 +67,10 @@ def alpha_fair(capacity: dict[str, float], flows, alpha: float) -> dict[str, flo
     best = minimize(dual, np.full(len(links), 0.01), jac=True, method="L-BFGS-B", bounds=[(0, None)] * len(links),
                     options={"maxiter": 20000, "ftol": 1e-14, "gtol": 1e-10})
     load = a.T @ rates(best.x)[0]
-    load /= max(1.0, float(np.max(load / cap)))          # the dual's last iterate may overshoot a link a hair
+    overshoot = float(np.max(load / cap))
+    if not best.success or overshoot > 1 + 1e-3:
+        raise RuntimeError(f"alpha {alpha}: the dual did not converge ({best.message}; links at {overshoot:.4f} of capacity)")
+    load /= max(1.0, overshoot)          # the last iterate may overshoot a link by a hair
     return {link: float(load[index[link]]) for link in links}
 
 

@@ -115,11 +115,17 @@ def restore_congestion() -> None:
 QUEUE_MS = 40.0   # a shaped link's drop-tail FIFO, in milliseconds of its rate
 
 
+def queue_floor_bytes(queue_ms: float = QUEUE_MS) -> float:
+    """The least a shaped link's FIFO holds: 256 KB at the default 40 ms, proportionally less for a shorter
+    queue (a few frames per flow on the slowest links)."""
+    return 256_000 * min(1.0, queue_ms / QUEUE_MS)
+
+
 def shape(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> None:
-    """HTB at `mbit` on the egress of `dev`, with a drop-tail FIFO of `queue_ms` of its rate (at least
-    256 KB at the default 40 ms, a proportionally smaller floor for a shorter queue)."""
+    """HTB at `mbit` on the egress of `dev`, with a drop-tail FIFO of `queue_ms` of its rate, at least
+    queue_floor_bytes(queue_ms)."""
     rate = f"{mbit:.3f}mbit"
-    limit = int(max(256_000 * min(1.0, queue_ms / QUEUE_MS), mbit * 1e6 / 8 * queue_ms / 1000))
+    limit = int(max(queue_floor_bytes(queue_ms), mbit * 1e6 / 8 * queue_ms / 1000))
     run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
     run("tc", "-n", ns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate,
         "ceil", rate, "burst", "64k", "cburst", "64k", "quantum", "60000")

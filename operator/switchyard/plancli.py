@@ -188,7 +188,7 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = (), files:
         doc["fairShare"] = {"gbps": result.fair.delivered_gbps, "saturated": list(result.fair.saturated),
                             "servedByHost": dict(result.fair.served),
                             "ringSplit": {p: dict(s) for p, s in result.fair.ring_split.items()}, "files": files,
-                            "fullBehindFullHosts": {link: list(h) for link, h in result.fair.behind_full_hosts.items()}}
+                            "fullHostsBehind": {link: list(h) for link, h in result.fair.full_hosts_behind.items()}}
     if compared:
         doc["baselines"] = [{"planner": b.planner, "predictedGbps": b.predicted_gbps,
                              **({"fairShareGbps": b.fair.delivered_gbps} if b.fair else {}),
@@ -243,7 +243,7 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
         lines.append(f"fair share {result.fair.delivered_gbps:g} Gbps: what competing TCP flows get with this placement "
                      f"(per-host serving; the LP optimum above is the best the routing allows); full: {full or 'nothing'}")
         lines.append(f"all figures are link Gbps: a full link delivers ~{PAYLOAD:.3f} of it as TCP payload at 1500 MTU")
-        lines += [tandem_line(link, hosts) for link, hosts in result.fair.behind_full_hosts.items()]
+        lines += [tandem_line(link, hosts) for link, hosts in result.fair.full_hosts_behind.items()]
         if files:
             lines += [ring_split_line(pool, split, result.hash_weights.get(pool) or split, files)
                       for pool, split in result.fair.ring_split.items() if split]

@@ -93,8 +93,8 @@ class SwitchPlan(Model):
         "link Gbps. outGbps is the LP optimum's."))
     full_hosts_behind_in: int = Field(default=0, ge=0, description=(
         "When the fair share fills the uplink towards the switch: how many cache hosts, also at their cap, send "
-        "flows through it. TCP gives flows that queue at both less of such a host, so the uplink carries less "
-        "than fairInGbps (8-15% on the emulated fabric); `switchyard plan` names the hosts."))
+        "flows through it. TCP gives flows that queue at both less of such a host, so expect the uplink to carry "
+        "less than fairInGbps; `switchyard plan` names the hosts."))
     full_hosts_behind_out: int = Field(default=0, ge=0, description=(
         "As fullHostsBehindIn, for the uplink away from the switch and fairOutGbps."))
 

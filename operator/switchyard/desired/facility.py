@@ -171,7 +171,7 @@ def summary(plan: planner.Plan) -> dict:
             **({"serveGbps": fair.switch_served.get(u.switch, 0.0), "fairInGbps": fair.uplinks[u.switch]["in"],
                 "fairOutGbps": fair.uplinks[u.switch]["out"]} if fair else {}),
             **{f"fullHostsBehind{d.title()}": len(hosts) for d in ("in", "out")
-               if fair and (hosts := fair.behind_full_hosts.get(f"up_{d}:{u.switch}"))},
+               if fair and (hosts := fair.full_hosts_behind.get(f"up_{d}:{u.switch}"))},
         } for u in plan.uplinks],
     }
     if fair:

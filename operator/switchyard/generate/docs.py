@@ -102,11 +102,13 @@ the xrootd summary it comes from.
   `outGbps` / `inGbps` (`switchyard_plan_uplink_gbps`): on the fabric bench
   measured uplinks were off the fair share by 3.1% of capacity on average, off
   the LP's by 13.2% (`bench/results/fabric.md`). A direction not yet
-  measured is not judged and keeps its verdict. A full direction whose
-  flows also come from cache hosts at their cap (`switchyard plan` prints a
-  caution for each) carried 8–15% less than its fair share on the fabric:
-  within the drift threshold, so it raises no PredictionDrift, but it reads
-  low.
+  measured is not judged and keeps its verdict. A direction the fair share
+  fills whose flows also come from cache hosts at their cap (`switchyard
+  plan` prints a caution for each; `fullHostsBehindIn` / `Out` in the plan's
+  switches count the hosts) carried 7.6–14.5% less than its fair share in two
+  fabric runs: within the default drift threshold (25%), so it reads low
+  without raising PredictionDrift. The caution covers full directions only;
+  one 95% full behind two full hosts read 12% low as well.
 - **Not observed.** Readers whose address is in no Node's InternalIPs or pod
   CIDR (outside the cluster, or a pod network the Node does not announce)
   count as `client_switch="unknown"` and in no uplink; so do bytes of files

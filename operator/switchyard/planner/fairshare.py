@@ -116,7 +116,7 @@ def fair_share(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
     return FairShare(round(sum(filled.rates), 3), _uplinks(filled.loads, uplink_gbps),
                      {c: round(v, 3) for c, v in sorted(served.items())}, filled.saturated,
                      demand_gbps=round(sum(d for _, d, _ in streams), 3),
-                     behind_full_hosts=_behind_full_hosts(filled.saturated, reads))
+                     full_hosts_behind=_full_hosts_behind(filled.saturated, reads))
 
 
 def node_links(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
@@ -275,8 +275,11 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         demand_gbps=round(the.demand_gbps, 3),
         switch_served={s: round(v, 3) for s, v in sorted(by_switch.items())},
         ring_split={pool: {h: round(v, 6) for h, v in shares.items()} for pool, shares in sorted(the.rings.items())},
-        behind_full_hosts=_behind_full_hosts(tuple(filter(at_its_cap, filled.saturated)),
-                                             ((h, g.uses[h]) for g in the.groups for h in g.shares)),
+        # a read's uses also hold its host's fills from the origin (up_in of the host's own switch): not the read
+        full_hosts_behind=_full_hosts_behind(tuple(filter(at_its_cap, filled.saturated)),
+                                             ((h, {link: a for link, a in g.uses[h].items()
+                                                   if link != f"up_in:{the.switch_of[h]}"})
+                                              for g in the.groups for h in g.shares)),
     )
 
 
@@ -287,12 +290,12 @@ def with_fair_share(topology: Topology, pools: list[PoolRequest], fleets: list[F
     return dataclasses.replace(plan, fair=fair)
 
 
-def _behind_full_hosts(saturated: Sequence[str], reads) -> dict[str, tuple[str, ...]]:
+def _full_hosts_behind(saturated: Sequence[str], reads) -> dict[str, tuple[str, ...]]:
     """Each uplink direction the filling left full, with the cache hosts, also full, whose bytes cross it.
     reads: (host, the links a read from it uses). Where two full links are in tandem, TCP does not split
     the host alike: flows that also queue at the full uplink have the longer round trip and get less of
-    it, and the uplink carries less than its fair share (8-15% on the emulated fabric, more the deeper
-    the queues: bench/results/fabric-notes.md). No fluid rule tried there predicts it."""
+    it, and the uplink carries less than its fair share (7.6-14.5% in two runs of the emulated fabric,
+    less with shallower queues: bench/results/fabric-notes.md). No fluid rule tried there predicts it."""
     full = set(saturated)
     behind: dict[str, set[str]] = {}
     for host, use in reads:

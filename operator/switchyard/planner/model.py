@@ -109,7 +109,7 @@ class FairShare:
     switch_served: Mapping[str, float] = field(default_factory=dict)           # switch -> Gbps its cache hosts serve
     ring_split: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # pool -> host -> share of ring bytes
     # a full uplink direction ("up_in:rack-5") -> the cache hosts, also full, whose bytes cross it
-    behind_full_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    full_hosts_behind: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

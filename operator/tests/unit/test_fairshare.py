@@ -94,10 +94,10 @@ def test_local_and_cross_switch_readers_share_a_cache_hosts_nic():
     assert fair.uplinks["s1"] == {"in": pytest.approx(10, abs=1e-3), "out": 0.0}
 
 
-def tandem(serve: float, **body):
-    """s0's one cache host (20 GbE) serves 10 local readers and 10 ring readers behind s1's 4 Gbps uplink
-    (1 Gbps each): s1's readers fill their uplink at 0.4 each; s0's grow until the host is full, if it fills."""
-    topo = topology([switch("s0", 100, nodes("cache", cpu=16, memory=64, nic=20, nvme=2),
+def tandem(serve: float, nic: float = 20, **body):
+    """s0's one cache host serves 10 local readers and 10 ring readers behind s1's 4 Gbps uplink (1 Gbps
+    each): s1's readers fill their uplink at 0.4 each; s0's grow until the host is full, if it fills."""
+    topo = topology([switch("s0", 100, nodes("cache", cpu=16, memory=64, nic=nic, nvme=2),
                             nodes("w", count=10, cpu=16, memory=64, nic=25)),
                      switch("s1", 4, nodes("w", count=10, cpu=16, memory=64, nic=25))])
     pools, fleets = [pool(serve=serve, **body)], [fleet(replicas=20, cores=4, memory=8, read=1)]
@@ -106,21 +106,46 @@ def tandem(serve: float, **body):
 
 
 def test_a_full_uplink_whose_flows_also_come_from_a_full_cache_host_is_named():
-    """The emulated fabric's two short uplinks (fabric.md: -13% and -15% of the fair share) were the two whose
-    readers also read from hosts at their cap; with every host at half its cap they were exact
-    (fabric.hostfree.md). The fair share names such pairs; it cannot say how much TCP takes from them."""
+    """The emulated fabric's short uplinks (fabric.md: rack-5 in -14.4%, tor-2x40 in -7.6%, -13.1% the run
+    before) were the two whose readers also read from hosts at their cap; with every host at half its cap
+    bound uplinks carried all of their fair share (fabric.hostfree.md). The fair share names such pairs; it
+    cannot say how much TCP takes from them."""
     fair = tandem(serve=10)
     assert fair.uplinks["s1"]["in"] == pytest.approx(4, abs=1e-3)
     assert fair.served == {"s0-cache": pytest.approx(10, abs=1e-3)}
-    assert fair.behind_full_hosts == {"up_in:s1": ("s0-cache",)}
+    assert fair.full_hosts_behind == {"up_in:s1": ("s0-cache",)}
+    # planned at half of serveGbps 40, but its 10 GbE NIC binds first: full in the network too
+    assert tandem(serve=40, nic=10, serveHeadroom=0.5).full_hosts_behind == {"up_in:s1": ("s0-cache",)}
 
 
 def test_a_full_uplink_behind_hosts_with_room_is_not_named():
-    assert tandem(serve=45).behind_full_hosts == {}       # the host serves 14 of its 20: not full
+    assert tandem(serve=45).full_hosts_behind == {}       # the host serves 14 of its 20: not full
     # planned at 10 of the 20 it can serve (serveHeadroom): full in the prediction, not in the network
     planned_half = tandem(serve=20, serveHeadroom=0.5)
     assert planned_half.served == {"s0-cache": pytest.approx(10, abs=1e-3)}
-    assert planned_half.behind_full_hosts == {}
+    assert planned_half.full_hosts_behind == {}
+
+
+def test_a_full_cache_hosts_fills_through_a_full_uplink_are_not_its_reads():
+    """A host's misses come in through its own switch's uplink: with that uplink and the host full, nothing
+    its readers read crosses the uplink, so nothing is named."""
+    topo = topology([switch("s0", 2, nodes("cache", cpu=16, memory=64, nic=10, nvme=2),
+                            nodes("w", count=10, cpu=16, memory=64, nic=25))])
+    fair = fairshare.predict(topo, [pool(serve=10, miss=0.2)], [fleet(replicas=10, cores=4, memory=8, read=4)],
+                             Placement(caches={"xc": {"s0": ("s0-cache",)}}, workers={"f": {"s0": 10}}))
+    assert {"up_in:s0", "serve:xc:s0-cache"} <= set(fair.saturated)     # 10 served, 2 of them filled
+    assert fair.full_hosts_behind == {}
+
+
+def test_the_benchs_node_level_share_names_them_too():
+    """fair_share(), the bench's per-node share: reader streams on node r1 (switch b) behind b's 4 Gbps uplink,
+    and on node c0 itself (loopback), both reading cache c0 (10 Gbps)."""
+    share = fairshare.fair_share({"c0": "a", "r0": "a", "r1": "b"}, {"a": 100, "b": 4},
+                                 {"c0": (10, 100), "r0": (25, 25), "r1": (25, 25)},
+                                 [("r1", 10, {"c0": 1.0}), ("r0", 10, {"c0": 1.0})])
+    assert share.uplinks["b"]["in"] == pytest.approx(4, abs=1e-3)
+    assert share.served == {"c0": pytest.approx(10, abs=1e-3)}
+    assert share.full_hosts_behind == {"up_in:b": ("c0",)}
 
 
 def test_the_ring_splits_bytes_by_the_published_weights_not_by_capacity():
@@ -235,9 +260,9 @@ def test_the_plan_counts_the_full_hosts_behind_a_full_uplink():
     """status.plan.switches[].fullHostsBehindIn/Out: written only where the fair share names such a pair."""
     topo, pools, fleets = netbound(), [pool(serve=45)], [fleet(replicas=18, cores=4, memory=8, read=2)]
     result = fairshare.with_fair_share(topo, pools, fleets, plan(topo, pools, fleets))
-    assert result.fair.behind_full_hosts == {}
+    assert result.fair.full_hosts_behind == {}
     named = dataclasses.replace(result, fair=dataclasses.replace(
-        result.fair, behind_full_hosts={"up_in:rack-x": ("rack-c-cache",), "up_out:rack-c": ("rack-c-cache",)}))
+        result.fair, full_hosts_behind={"up_in:rack-x": ("rack-c-cache",), "up_out:rack-c": ("rack-c-cache",)}))
     rows = {s.name: s for s in PlanSummary.model_validate(summary(named)).switches}
     assert (rows["rack-x"].full_hosts_behind_in, rows["rack-x"].full_hosts_behind_out) == (1, 0)
     assert (rows["rack-c"].full_hosts_behind_in, rows["rack-c"].full_hosts_behind_out) == (0, 1)

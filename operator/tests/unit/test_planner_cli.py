@@ -110,7 +110,7 @@ def test_a_full_uplink_behind_a_full_cache_host_gets_a_caution(tmp_path, capsys)
     caution = [x for x in out.splitlines() if x.startswith("caution:")]
     assert len(caution) == 1 and "uplink rack-b in is full" in caution[0] and "(rack-a-cache)" in caution[0]
     code, out, _ = run(tmp_path, capsys, doc, topology, "-o", "json")
-    assert json.loads(out)["fairShare"]["fullBehindFullHosts"] == {"up_in:rack-b": ["rack-a-cache"]}
+    assert json.loads(out)["fairShare"]["fullHostsBehind"] == {"up_in:rack-b": ["rack-a-cache"]}
     # the usual facility: nothing full behind a full host, no caution
     code, out, _ = run(tmp_path, capsys, facility())
     assert "caution:" not in out
