@@ -41,10 +41,9 @@ def hashing() -> ModuleType:
 
 
 def _load() -> ModuleType:
-    if _PLANNER_MODULE in sys.modules:
-        return sys.modules[_PLANNER_MODULE]
-    if _STANDALONE in sys.modules:
-        return sys.modules[_STANDALONE]
+    for name in (_PLANNER_MODULE, _STANDALONE):
+        if name in sys.modules:
+            return sys.modules[name]
     spec = importlib.util.spec_from_file_location(_STANDALONE, _SOURCE)
     if spec is None or spec.loader is None:  # pragma: no cover - an install without the planner's source
         import switchyard.planner.hashing as module
