@@ -160,8 +160,9 @@ def prometheus(facility):
                 assert result.returncode == 0, result.stderr
             selector = f'pool="{facility["pool"]}"'
             prom.wait_for(lambda: (prom.value(f"sum(switchyard_xcache_client_bytes_total{{{selector}}})") or 0) >= 2 * len(data)
-                          and (prom.value(f"sum(switchyard_xcache_files_closed_total{{{selector}}})") or 0) >= 2,
-                          timeout=60, what="both reads (summary and file closes) in Prometheus")
+                          and (prom.value(f"sum(switchyard_xcache_hit_bytes_total{{{selector}}})"
+                                          f" + sum(switchyard_xcache_miss_bytes_total{{{selector}}})") or 0) >= 2 * len(data),
+                          timeout=60, what="both reads (summary and close records' bytes) in Prometheus")
             prom.wait_for(lambda: prom.query("switchyard_plan_predicted_gbps") and prom.query("switchyard_fleet_ready_workers > 0"),
                           timeout=120, what="plan gauges and ready workers in Prometheus")
             # Rates need a reconcile between two scrapes (the timer runs every 2 s).
