@@ -26,7 +26,7 @@ install: $(VENV)/.installed
 deps: ## system packages the integration tests run for real (needs root and apt)
 	bash hack/install-system-deps.sh
 
-tools: ## pinned Kubernetes, etcd, kwok, helm and kind binaries, cached in $(CACHE)/bin
+tools: ## pinned Kubernetes, etcd, kwok, helm, kind and kube-score binaries, cached in $(CACHE)/bin
 	bash hack/build-tools.sh >/dev/null
 
 generate: install

@@ -13,6 +13,9 @@ KIND_VERSION=v0.25.0
 # The DNS server of the real nodes (e2e/realnodes.py): CoreDNS of the release line
 # Kubernetes 1.31 ships with.
 COREDNS_VERSION=v1.11.3
+# The manifest checker `make test` runs over the chart's and the operator's manifests
+# (operator/tests/unit/test_kube_score.py).
+KUBE_SCORE_VERSION=v1.20.0
 
 CACHE="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
 BIN="$CACHE/bin"
@@ -105,5 +108,6 @@ build_kubernetes
 build_wrapped coredns github.com/coredns/coredns "$COREDNS_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kind sigs.k8s.io/kind "$KIND_VERSION"
+go_install kube-score github.com/zegl/kube-score/cmd/kube-score "$KUBE_SCORE_VERSION"
 log "tools ready in $BIN"
 echo "$BIN"
