@@ -41,10 +41,13 @@ PLAN_FLEET_WORKERS = Gauge("switchyard_plan_fleet_workers", "Planned workers per
                            ["namespace", "facility", "fleet", "switch"])
 FLEET_READY_WORKERS = Gauge("switchyard_fleet_ready_workers", "Workers Ready per WorkerFleet and switch (from the fleet's status).",
                             ["namespace", "facility", "fleet", "switch"])
+PLAN_UNPLACED_WORKERS = Gauge("switchyard_plan_unplaced_workers", "Workers of a WorkerFleet no node of the facility has "
+                              "room for (cores, memory, pod slots): they stay Pending (the fleet's status.plan.unplaced).",
+                              ["namespace", "facility", "fleet"])
 
 _PER_FACILITY = (PLAN_PREDICTED_GBPS, PLAN_BOUND_GBPS, PLAN_TARGET_GBPS, PLAN_UPLINK_GBPS, PLAN_UPLINK_UTILISATION,
                  PLAN_UPLINK_CAPACITY_GBPS, PLAN_CACHES, PLAN_WORKERS, PLAN_POOL_CACHES, PLAN_FLEET_WORKERS,
-                 FLEET_READY_WORKERS)
+                 FLEET_READY_WORKERS, PLAN_UNPLACED_WORKERS)
 # (namespace, facility) -> gauge -> label values set by the last export
 _exported: dict[tuple[str, str], dict[Gauge, set[tuple[str, ...]]]] = {}
 
@@ -77,6 +80,8 @@ def export_plan(namespace: str, facility: str, target_gbps: float, plan, *,
     for fleet, by_switch in plan.placement.workers.items():
         for switch, count in by_switch.items():
             values[PLAN_FLEET_WORKERS][(fleet_names.get(fleet, fleet), switch)] = count
+    for fleet in {*plan.placement.workers, *plan.unplaced}:   # 0 for a fleet the plan placed whole
+        values[PLAN_UNPLACED_WORKERS][(fleet_names.get(fleet, fleet),)] = plan.unplaced.get(fleet, 0)
     for fleet in fleets:
         for entry in (fleet.get("status") or {}).get("switches") or []:
             values[FLEET_READY_WORKERS][(fleet["metadata"]["name"], entry["switch"])] = entry.get("ready", 0)
