@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import pathlib
+import sys
 import time
 import uuid
 
@@ -29,14 +30,14 @@ import yaml
 
 from harness import Cluster, cluster_lifetime, start_operator, stop_operator
 from facilities import facility
-from support import CLUSTER_NAME, TOPOLOGY, ready_condition, wait_for, wait_ready
+from support import CLUSTER_NAME, ready_condition, wait_for, wait_ready
 from test_chart_install import CHART, helm
 
 from switchyard.apply import RESOURCES, ApiError
-from switchyard.api.s3staging import S3StagingBody
-from switchyard.builders.s3staging import build_staging
 from switchyard.imagepolicy import ENV as ALLOWED_IMAGES_ENV
-from switchyard.render import render_files
+
+sys.path.insert(0, str(localcluster.REPO / "operator" / "tests" / "unit"))
+import rendered  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -186,37 +187,11 @@ def test_chart_rbac_is_exactly_the_allowlist(lpcluster, namespaces, mode):
 
 
 # ------------------------------------------------------------------ 2. Pod Security
-REPRESENTATIVE = {
-    "apiVersion": "switchyard.dev/v1alpha1", "kind": "AnalysisFacility",
-    "metadata": {"name": "psa", "namespace": "psa"},
-    "spec": {
-        "targetGbps": 100, "routing": "auto",
-        "network": {"switches": [{"name": "rack-a", "uplinkGbps": 80}, {"name": "rack-b", "uplinkGbps": 80},
-                                 {"name": "rack-c", "uplinkGbps": 40}]},
-        "cachePools": [{"name": "xcache", "serveGbps": 45, "origin": {"host": "origin.example.org"},
-                        "storage": {"dataPaths": ["/mnt/nvme0", "/mnt/nvme1"]},
-                        "resources": {"cpu": "2", "memory": "12Gi"}}],
-        "fleets": [
-            # A scheduler of its own, and the jitter init container (rampUp.jitterSeconds > 0).
-            {"name": "dask", "replicas": 4, "cores": 2, "memoryGiB": 4, "readGbps": 1,
-             "dask": {"createScheduler": True}, "rampUp": {"jitterSeconds": 5}},
-            {"name": "vine", "replicas": 3, "cores": 2, "memoryGiB": 4, "readGbps": 1,
-             "taskvine": {"managerHost": "manager.example.org", "managerPort": 9123}, "rampUp": {"jitterSeconds": 0}},
-        ],
-    },
-}
-
-
 def generated_workloads(tmp_path: pathlib.Path) -> list[dict]:
-    """Every workload the operator would create for a representative facility (what `switchyard render`
-    prints), plus the embedded MinIO of an S3 staging area (S3Staging's own builder)."""
-    path = tmp_path / "facility.yaml"
-    path.write_text(yaml.safe_dump(REPRESENTATIVE))
-    out = [o for o in render_files(str(path), str(TOPOLOGY)) if o["kind"] in ("Deployment", "StatefulSet")]
-    staging = S3StagingBody.model_validate({"embedded": {"servers": 2}, "buckets": [{"name": "scratch"}]})
-    out += [o for o in build_staging("psa-staging", "psa", staging, ("k" * 16, "s" * 32), ("r" * 16, "t" * 32))
-            if o["kind"] == "StatefulSet"]
-    return out
+    """Every workload the operator would create for the example facilities and a facility with an
+    embedded MinIO and a TaskVine fleet (what `switchyard render` prints), and a dask-gateway
+    cluster's scheduler: the renders operator/tests/unit/test_pod_security.py checks field by field."""
+    return [o for objs in rendered.workloads(tmp_path).values() for o in objs if o["kind"] in ("Deployment", "StatefulSet")]
 
 
 def pod_of(workload: dict) -> dict:
@@ -273,8 +248,9 @@ def test_every_generated_pod_passes_restricted_except_cache_hosts(lpcluster, nam
         # and host paths (the NVMe disks) are beyond `restricted` and `baseline` alike.
         assert 'violates PodSecurity "restricted:latest"' in refusal, refusal
         assert "host namespaces (hostNetwork=true)" in refusal, refusal
-        assert 'restricted volume types (volumes "meta", "data0", "data1" use restricted volume type "hostPath")' \
-            in refusal, refusal
+        host_paths = [f'"{v["name"]}"' for v in pod["spec"]["volumes"] if "hostPath" in v]
+        volumes = f"volume {host_paths[0]} uses" if len(host_paths) == 1 else f"volumes {', '.join(host_paths)} use"
+        assert f'restricted volume types ({volumes} restricted volume type "hostPath")' in refusal, refusal
         refusal = dry_run(lpcluster, baseline, pod)
         assert 'violates PodSecurity "baseline:latest"' in refusal, refusal
         assert "host namespaces (hostNetwork=true)" in refusal and "hostPath" in refusal, refusal

@@ -63,11 +63,32 @@ def tolerations(items: Sequence[Toleration]) -> dict:
 
 
 def restricted_security_context(uid: int = 1000) -> dict:
-    """Container settings that satisfy Pod Security 'restricted'."""
+    """Container settings that satisfy Pod Security 'restricted': no capabilities, no privilege
+    escalation, the runtime's seccomp profile, a non-root user and a group of the same id
+    (without runAsGroup the group falls back to the image's, often 0)."""
     return {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
         "runAsNonRoot": True,
         "runAsUser": uid,
+        "runAsGroup": uid,
         "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def restricted_pod_security_context(uid: int | None = None) -> dict:
+    """A pod's securityContext under Pod Security 'restricted'; given `uid`, the pod's user, its
+    group and the group that owns its volumes (fsGroup) are that uid."""
+    ids = {"runAsUser": uid, "runAsGroup": uid, "fsGroup": uid} if uid is not None else {}
+    return {"runAsNonRoot": True, **ids, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def dask_scheduler_probes(comm_port: int | str, dashboard_port: int | str) -> dict:
+    """A Dask scheduler's probes: ready once it accepts connections on its comm port (TCP, so
+    TLS or not), alive while its HTTP server answers /health (distributed.http.health)."""
+    return {
+        "readinessProbe": {"tcpSocket": {"port": comm_port}, "initialDelaySeconds": 2, "periodSeconds": 5,
+                           "timeoutSeconds": 3},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": dashboard_port}, "initialDelaySeconds": 15,
+                          "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 6},
     }

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 
 from ..api.s3staging import Embedded, S3StagingBody
-from .common import child_name, labels, one_per_node, restricted_security_context, tolerations
+from .common import (child_name, labels, one_per_node, restricted_pod_security_context, restricted_security_context,
+                     tolerations)
 
 STAGING_LABEL = "switchyard.dev/staging"
 MINIO_PORT = 9000
@@ -126,8 +127,7 @@ def build_minio(staging: str, namespace: str, spec: S3StagingBody) -> list[dict]
         "affinity": one_per_node(selector),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": MINIO_UID, "runAsGroup": MINIO_UID,
-                            "fsGroup": MINIO_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": restricted_pod_security_context(MINIO_UID),
         "containers": [container],
     }
     if embedded.node_selector:

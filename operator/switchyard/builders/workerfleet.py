@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, WorkerFleetSpec
 from ..api.plans import FleetPlan
 from ..routing import HASH_RULE  # the rule of switchyard.planner.hashing, as workers are told it
-from .common import (FLEET_LABEL, SWITCH_LABEL, child_name, labels, restricted_security_context, switch_affinity,
-                     tolerations)
+from .common import (FLEET_LABEL, SWITCH_LABEL, child_name, dask_scheduler_probes, labels,
+                     restricted_pod_security_context, restricted_security_context, switch_affinity, tolerations)
 from .xcachepool import endpoint
 
 ROUTING_LABEL = "switchyard.dev/routing"  # on the two Deployments (and pods) of a switch with both kinds
@@ -203,7 +203,7 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
                     **tolerations(spec.tolerations),
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": restricted_pod_security_context(),
                     "containers": [container],
                     **({"volumes": [{"name": "dask-tls", "secret": {"secretName": tls}}]} if tls else {}),
                     **({"initContainers": [jitter_container(spec, helper_image)]} if spec.ramp_up.jitter_seconds else {}),
@@ -223,6 +223,7 @@ def build_scheduler(fleet: str, spec: WorkerFleetSpec) -> list[dict]:
         "command": ["dask"],
         "args": ["scheduler", "--port", str(DASK_SCHEDULER_PORT), "--dashboard-address", f":{DASK_DASHBOARD_PORT}"],
         "ports": [{"name": "comm", "containerPort": DASK_SCHEDULER_PORT}, {"name": "dashboard", "containerPort": DASK_DASHBOARD_PORT}],
+        **dask_scheduler_probes("comm", "dashboard"),
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
         "securityContext": restricted_security_context(),
     }
@@ -231,9 +232,9 @@ def build_scheduler(fleet: str, spec: WorkerFleetSpec) -> list[dict]:
         "metadata": {"name": name, "labels": pod_labels},
         "spec": {"replicas": 1, "selector": {"matchLabels": selector},
                  "template": {"metadata": {"labels": pod_labels},
-                              "spec": {"automountServiceAccountToken": False, "containers": [container],
-                                       **tolerations(spec.tolerations),
-                                       "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}}},
+                              "spec": {"automountServiceAccountToken": False, "enableServiceLinks": False,
+                                       "containers": [container], **tolerations(spec.tolerations),
+                                       "securityContext": restricted_pod_security_context()}}},
     }
     service = {
         "apiVersion": "v1", "kind": "Service",

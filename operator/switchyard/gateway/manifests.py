@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 
 from ..api.base import API_VERSION
 from ..api.workerfleet import WorkerFleetSpec
+from ..builders.common import dask_scheduler_probes, restricted_pod_security_context, restricted_security_context
 
 INSTANCE_LABEL = "gateway.dask.org/instance"
 CLUSTER_LABEL = "gateway.dask.org/cluster"
@@ -215,10 +216,14 @@ def scheduler(cluster: GatewayCluster) -> list[dict]:
         "env": scheduler_env(cluster),
         "ports": [{"name": "tls", "containerPort": port}, {"name": "dashboard", "containerPort": dashboard},
                   {"name": "api", "containerPort": api}],
+        **dask_scheduler_probes("tls", "dashboard"),
         "resources": {"requests": resources, "limits": resources},
+        "securityContext": restricted_security_context(),
         "volumeMounts": [{"name": "credentials", "mountPath": CREDENTIALS_MOUNT, "readOnly": True}],
     }
-    pod_spec = {"containers": [container], "automountServiceAccountToken": False,
+    # It calls the gateway's API with its own token (scheduler_env), never the Kubernetes API.
+    pod_spec = {"containers": [container], "automountServiceAccountToken": False, "enableServiceLinks": False,
+                "securityContext": restricted_pod_security_context(),
                 "volumes": [{"name": "credentials", "secret": {"secretName": base_name(cluster)}}]}
     if cluster.template.get("tolerations"):
         pod_spec["tolerations"] = [dict(t) for t in cluster.template["tolerations"]]
