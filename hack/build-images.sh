@@ -189,7 +189,7 @@ build_all() {
   build operator "$REGISTRY/switchyard:$VERSION" "$ctx" "$ctx/Dockerfile" "${KEY[python]} $wheels_key" \
     --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
 
-  ctx="$(context xcache images/xcache/Containerfile images/xcache/xrootd-as-xrootd operator)"
+  ctx="$(context xcache images/xcache/Containerfile operator)"
   build xcache "$REGISTRY/switchyard-xcache:$VERSION" "$ctx" "$ctx/images/xcache/Containerfile" \
     "${KEY[python]} $wheels_key" --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
 

@@ -5,7 +5,8 @@ pfc.diskusage does and publishes it with the water marks
 (switchyard_xcache_space_*). The XCachePool handler fetches that text; this
 module turns it into the pool's `status.disk` and names the hosts past their
 high water mark, which XRootD is then purging (and filling no further until
-it has).
+it has). It also reads, from the cache pods' status, the data and meta paths
+their prepare step refused because no disk is mounted there.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from .cacheprepare import parse_report
 from .exporterspec import PREFIX
+
+PREPARE_CONTAINER = "prepare"  # the cache pod's init container that runs cacheprepare.py
 
 
 @dataclass(frozen=True)
@@ -95,3 +99,41 @@ def full_hosts_message(reports: list[HostDisk]) -> str:
         return ""
     hosts = ", ".join(f"{r.host} {_percent(r.used_fraction)}% > {_percent(r.high_watermark)}%" for r in full)
     return f"data space past the high water mark on {hosts}; XRootD purges it back to the low water mark"
+
+
+@dataclass(frozen=True)
+class UnmountedDisk:
+    """A data or meta path that is no disk of its own on a cache host (its prepare step refused it)."""
+
+    host: str
+    path: str
+
+
+def unmounted_disks(pods: list[dict]) -> tuple[UnmountedDisk, ...]:
+    """The paths each cache pod's `prepare` init container last refused as not mounted (cacheprepare.py).
+
+    A pod whose prepare step has since succeeded reports none; one that is retrying reports what its last
+    run found (the kubelet keeps it in lastState while the next run waits out its back-off).
+    """
+    out = set()
+    for pod in pods:
+        host = (pod.get("spec") or {}).get("nodeName") or pod.get("metadata", {}).get("name", "")
+        for status in (pod.get("status") or {}).get("initContainerStatuses") or ():
+            if status.get("name") != PREPARE_CONTAINER:
+                continue
+            state, last = status.get("state") or {}, status.get("lastState") or {}
+            terminated = state.get("terminated")
+            if terminated and terminated.get("exitCode") == 0:
+                continue
+            finished = terminated or last.get("terminated") or {}
+            out.update(UnmountedDisk(host, path) for path in parse_report(finished.get("message") or ""))
+    return tuple(sorted(out, key=lambda d: (d.host, d.path)))
+
+
+def unmounted_message(disks: tuple[UnmountedDisk, ...]) -> str:
+    """Names each host and path that is not a mounted disk; empty when there are none."""
+    if not disks:
+        return ""
+    named = ", ".join(f"{d.host}:{d.path}" for d in disks)
+    return (f"not a mounted disk (a directory on the node's root filesystem), so not used: {named}; "
+            "those hosts do not serve until a disk is mounted there (or storage.allowRootDisk is set)")

@@ -1,4 +1,4 @@
-"""`switchyard run | plan | render | route | exporter`."""
+"""`switchyard run | plan | render | route | exporter | prepare-cache`."""
 
 from __future__ import annotations
 
@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     exporter = sub.add_parser("exporter", help="XRootD monitoring → Prometheus sidecar", add_help=False)
     exporter.set_defaults(func=None)
+
+    prepare = sub.add_parser("prepare-cache", help="check a cache host's disks are mounted and make its directories "
+                             "(init container of cache pods)", add_help=False)
+    prepare.set_defaults(func=None)
     return parser
 
 
@@ -104,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import exporter
 
         return exporter.main(argv[1:])
+    if argv[:1] == ["prepare-cache"]:  # in cache pods, before anything else runs: the standard library only
+        from . import cacheprepare
+
+        return cacheprepare.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -100,6 +100,14 @@ class Storage(Model):
         description="Host path for the cache's metadata: the .cinfo space lives in <metaPath>/meta and the "
         "namespace (symlinks into the data disks) in <metaPath>/namespace.",
     )
+    allow_root_disk: bool = Field(
+        default=False,
+        description="false (the default): every data and meta path must be a filesystem mounted on the node; "
+        "a path that is a plain directory on the node's root filesystem (a disk failed or not mounted) is never "
+        "written: that host's cache does not start and the pool shows Degraded=True, reason DiskNotMounted, "
+        "naming host and path. The paths must exist (hostPath type Directory). true: the check is off and the "
+        "kubelet creates missing paths (DirectoryOrCreate), for a site that caches on its root disk on purpose.",
+    )
 
     @model_validator(mode="after")
     def _distinct_data_paths(self) -> "Storage":
@@ -107,6 +115,23 @@ class Storage(Model):
         if len(set(self.data_paths)) != len(self.data_paths):
             raise ValueError("storage.dataPaths must not repeat a path")
         return self
+
+
+# OSG's XCache images (the default image) make their xrootd user with
+# `groupadd -o -g 10940 xrootd; useradd -o -u 10940 -g 10940 xrootd`.
+OSG_XROOTD_UID = 10940
+MAX_ID = 2**31 - 1  # what runAsUser and runAsGroup accept
+
+
+class XrootdUser(Model):
+    """Who xrootd runs as: the pod starts it as this uid and gid (runAsUser, runAsGroup), never as root."""
+
+    uid: int = Field(default=OSG_XROOTD_UID, ge=1, le=MAX_ID, description=(
+        "User ID xrootd runs as, and owner of the directories the prepare step makes on the disks. The "
+        "default is the xrootd user of OSG's XCache images; switchyard's own image uses 1094; for another image, "
+        "its xrootd user's uid (`id -u xrootd` in the image). Not 0: xrootd refuses to serve as root."))
+    gid: int = Field(default=OSG_XROOTD_UID, ge=1, le=MAX_ID, description=(
+        "Group ID xrootd runs as, and group of the directories the prepare step makes (`id -g xrootd` in the image)."))
 
 
 class Pfc(Model):
@@ -189,6 +214,9 @@ class XCachePoolBody(Model):
     port: Port = Field(default=1094, description="Port the cache serves XRootD on (host network).")
     origin: Origin = Field(description="Where misses are fetched from.")
     storage: Storage = Field(default_factory=Storage, description="Data and metadata disks on each host.")
+    xrootd_user: XrootdUser = Field(default_factory=XrootdUser, description=(
+        "The uid and gid the pod runs xrootd as (the defaults match the default image, OSG's). The pod spec "
+        "alone makes xrootd unprivileged: it needs no wrapper or start as root in the image."))
     pfc: Pfc = Field(default_factory=Pfc, description="Proxy file cache tuning.")
     auth: Auth = Field(default_factory=Auth, description="Client authorisation.")
     resources: Resources = Field(default_factory=Resources, description="CPU and memory per cache host.")

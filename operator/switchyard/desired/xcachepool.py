@@ -10,7 +10,7 @@ from .. import hostpaths
 from ..api import XCachePoolSpec
 from ..api.plans import PoolPlan, decode
 from ..builders.xcachepool import build_pool, endpoint
-from ..cachedisk import HostDisk, full_hosts_message
+from ..cachedisk import HostDisk, UnmountedDisk, full_hosts_message, unmounted_message
 from ..clientmap import UNKNOWN, is_network
 from ..imagepolicy import refusal
 from ..settings import Settings
@@ -46,13 +46,14 @@ def tls_secret_name(spec_raw: Mapping) -> str | None:
 
 def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, workloads: Mapping[str, dict],
                  nodes: Sequence[NodeInfo], settings: Settings, *, secrets: Mapping[str, dict | None] | None = None,
-                 disk: DiskRead | None = None) -> Outcome:
+                 disk: DiskRead | None = None, unmounted: Sequence[UnmountedDisk] = ()) -> Outcome:
     """The pool's children and status.
 
     `workloads`: desired/current/ready per switch of the StatefulSets it owns;
     `secrets`: the Secrets the handler read, by name (None: missing; a name
     absent from the map was not readable, and is not judged); `disk`: the
-    latest exporter reads, if any.
+    latest exporter reads, if any; `unmounted`: the paths the cache pods'
+    prepare steps refused as no mounted disk (cachedisk.unmounted_disks).
     """
     spec, error = validate(XCachePoolSpec, spec_raw)
     if spec is None:
@@ -91,22 +92,28 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
         states = cond.ready(f"{ready} cache host(s) ready on {len(switches)} switch(es)")
     else:
         states = cond.progressing("HostsStarting", f"{ready}/{planned} cache hosts ready")
+    planned_hosts = {h for hs in hosts.values() for h in hs}
     lagging = [s["switch"] for s in switches
                if s["ready"] < s["desired"] and workloads.get(s["switch"], {}).get("current", 0) >= s["desired"]]
+    not_mounted = unmounted_message(tuple(d for d in unmounted if d.host in planned_hosts))
     problems = [(reason, message) for reason, message in (
+        ("DiskNotMounted", not_mounted),
         ("HostsNotReady", f"hosts not ready on {', '.join(lagging)}" if lagging else ""),
         ("SpacePastHighWatermark", full_hosts_message(list(reports))),
     ) if message]
     if problems:
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
     return Outcome(out, states, children=children, extra={"plan": plan},
-                   events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"), states["Degraded"]))
+                   events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"), states["Degraded"],
+                                          news=not_mounted))
 
 
-def degraded_events(before: Mapping | None, after: cond.State) -> tuple[tuple[str, str, str], ...]:
-    """An event when Degraded turns on, changes reason, or clears."""
+def degraded_events(before: Mapping | None, after: cond.State, news: str = "") -> tuple[tuple[str, str, str], ...]:
+    """An event when Degraded turns on, changes reason, or clears; also when `news` (a problem that names
+    hosts and paths, not a measure that moves by itself) is not yet in the condition's message."""
     was = (before or {}).get("status") == "True"
-    if after.status and (not was or (before or {}).get("reason") != after.reason):
+    changed = (before or {}).get("reason") != after.reason or bool(news and news not in (before or {}).get("message", ""))
+    if after.status and (not was or changed):
         return (("Warning", after.reason, after.message),)
     if was and not after.status:
         return (("Normal", "Recovered", "No longer degraded: every planned host is ready and below its high water mark"),)

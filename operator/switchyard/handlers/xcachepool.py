@@ -8,7 +8,7 @@ from ..api import XCachePoolSpec
 from ..apply import ApiError
 from ..builders.common import POOL_LABEL, SWITCH_LABEL
 from ..builders.xcachepool import CHILD_KINDS
-from ..cachedisk import disk_status, parse_host_disk
+from ..cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
 from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, desired_pool, tls_secret_name
 from ..metrics import MANAGED_OBJECTS
@@ -53,6 +53,14 @@ def _forget_disks(namespace: str, name: str) -> None:
     _disk_reads.pop(f"{namespace}/{name}", None)
 
 
+def read_unmounted(namespace: str, name: str, workloads: dict[str, dict]) -> tuple[UnmountedDisk, ...]:
+    """The paths the pool's cache pods refused as no mounted disk; the pods are listed only while a
+    StatefulSet has fewer ready pods than it wants (a pod that passed its prepare step refuses nothing)."""
+    if all(w.get("ready", 0) >= w.get("desired", 0) for w in workloads.values()):
+        return ()
+    return unmounted_disks(kube().list("Pod", namespace, {POOL_LABEL: name}))
+
+
 def _secrets(namespace: str, name: str | None) -> dict[str, dict | None]:
     """The TLS Secret the pool's auth names, by name (None: missing); empty when none or not readable."""
     if not name:
@@ -75,7 +83,8 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
         disk = read_disks(namespace, name, spec.pfc.high_watermark) if spec is not None else None
     nodes = nodes_of(node_index)
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
-                           secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk)
+                           secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
+                           unmounted=read_unmounted(namespace, name, workloads))
     if not outcome.converges:
         write_status(KIND, body, outcome.status, outcome.states, logger)  # nothing rendered, applied or pruned
         return

@@ -8,6 +8,7 @@ from switchyard.builders.common import MAX_NAME, child_name
 from switchyard.builders.facility import build_children
 from switchyard.builders.workerfleet import build_fleet, worker_command
 from switchyard.builders.xcachepool import build_pool
+from switchyard.cachedisk import PREPARE_CONTAINER
 from switchyard.planner import FleetRequest, PoolRequest, plan
 from switchyard.topology import TopologyFile, snapshot
 
@@ -90,8 +91,9 @@ def test_cache_pod_prepares_its_directories_and_mounts_token_auth():
     assert set(config["data"]) == {"xcache.cfg", "scitokens.cfg"}
     pod = sts["spec"]["template"]["spec"]
     prepare = pod["initContainers"][0]
-    assert prepare["command"][:6] == ["install", "-d", "-o", "xrootd", "-g", "xrootd"]
-    assert prepare["command"][6:] == ["/mnt/meta/namespace", "/mnt/meta/meta", "/mnt/a", "/mnt/b"]
+    assert prepare["args"][:5] == ["prepare-cache", "--uid", "10940", "--gid", "10940"]
+    assert [p for f, p in zip(prepare["args"][5::2], prepare["args"][6::2]) if f == "--dir"] == \
+        ["/mnt/meta/namespace", "/mnt/meta/meta", "/mnt/a", "/mnt/b"]
     xrootd, exporter = pod["containers"]
     mounts = {m["mountPath"]: m for m in xrootd["volumeMounts"]}
     assert mounts["/etc/grid-security/xrd"]["name"] == "tls"
@@ -157,3 +159,88 @@ def test_planned_split_switches_are_realised_with_the_planned_counts():
     expected = {sw: (n if sw not in data.cache_switches else min(n, data.hashed.get(sw, 0)))
                 for sw, n in data.workers.items()}
     assert ring == {sw: n for sw, n in expected.items() if n}
+
+
+def cache_pod(spec_patch: dict | None = None) -> dict:
+    """The pod template of a cache host, for a pool with two data disks."""
+    spec = XCachePoolSpec.model_validate({
+        "facilityRef": {"name": "af"}, "origin": {"host": "origin.example.org"},
+        "storage": {"dataPaths": ["/mnt/nvme0", "/mnt/nvme1"], "metaPath": "/mnt/meta"}, **(spec_patch or {})})
+    sts = build_pool("af-xc", spec, {"sw1": ["n1"]}, "switchyard.dev/switch", "op:1")[1]
+    return sts["spec"]["template"]["spec"]
+
+
+def containers(pod: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in [*pod["initContainers"], *pod["containers"]]}
+
+
+def test_cache_pod_least_privilege():
+    pod = cache_pod()
+    assert pod["automountServiceAccountToken"] is False
+    # Host networking and host paths stay (README: why); nothing else of the host.
+    assert pod["hostNetwork"] is True and not any(pod.get(k) for k in ("hostPID", "hostIPC"))
+    by_name = containers(pod)
+    assert sorted(by_name) == ["exporter", "prepare", "xrootd"]
+    for name, c in by_name.items():
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and not sc.get("privileged"), name
+        assert sc["capabilities"]["drop"] == ["ALL"], name
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert "runAsGroup" in sc and "runAsUser" in sc, name
+    # xrootd: OSG's xrootd user by default, no capability; prepare: root with CHOWN alone; exporter: 65532.
+    xrootd, prepare, exporter = (by_name[n]["securityContext"] for n in ("xrootd", "prepare", "exporter"))
+    assert (xrootd["runAsUser"], xrootd["runAsGroup"], xrootd["runAsNonRoot"]) == (10940, 10940, True)
+    assert "add" not in xrootd["capabilities"] and by_name["xrootd"]["command"] == ["xrootd"]
+    assert "-R" not in by_name["xrootd"]["args"]
+    assert prepare["capabilities"]["add"] == ["CHOWN"] and (prepare["runAsUser"], prepare["runAsGroup"]) == (0, 0)
+    assert prepare["readOnlyRootFilesystem"] is True
+    assert (exporter["runAsUser"], exporter["runAsGroup"], exporter["readOnlyRootFilesystem"]) == (65532, 65532, True)
+    assert "add" not in exporter["capabilities"]
+
+
+def test_cache_pod_runs_xrootd_as_the_pools_xrootd_user():
+    pod = cache_pod({"xrootdUser": {"uid": 1094, "gid": 2000}})
+    by_name = containers(pod)
+    sc = by_name["xrootd"]["securityContext"]
+    assert (sc["runAsUser"], sc["runAsGroup"]) == (1094, 2000)
+    args = by_name["prepare"]["args"]
+    assert args[:5] == ["prepare-cache", "--uid", "1094", "--gid", "2000"]
+
+
+def test_cache_prepare_step_checks_every_disk_and_makes_xrootds_directories():
+    pod = cache_pod()
+    prepare = containers(pod)["prepare"]
+    assert prepare["name"] == PREPARE_CONTAINER  # the container whose report the operator reads
+    assert prepare["image"] == "op:1" and "command" not in prepare  # the operator image's entrypoint: switchyard
+    args = prepare["args"]
+    pairs = list(zip(args[5::2], args[6::2]))
+    assert [p for f, p in pairs if f == "--disk"] == ["/mnt/meta", "/mnt/nvme0", "/mnt/nvme1"]
+    assert [p for f, p in pairs if f == "--dir"] == ["/mnt/meta/namespace", "/mnt/meta/meta", "/mnt/nvme0", "/mnt/nvme1"]
+    assert "--allow-root-disk" not in args
+    assert sorted(m["mountPath"] for m in prepare["volumeMounts"]) == ["/mnt/meta", "/mnt/nvme0", "/mnt/nvme1"]
+    # The kubelet creates no missing disk path on the root disk.
+    assert {v["hostPath"]["type"] for v in pod["volumes"] if "hostPath" in v} == {"Directory"}
+
+
+def test_cache_on_the_root_disk_on_purpose():
+    pod = cache_pod({"storage": {"dataPaths": ["/mnt/nvme0"], "allowRootDisk": True}})
+    assert containers(pod)["prepare"]["args"][-1] == "--allow-root-disk"
+    assert {v["hostPath"]["type"] for v in pod["volumes"] if "hostPath" in v} == {"DirectoryOrCreate"}
+
+
+def test_cache_pdb_lets_a_drain_evict_unhealthy_caches():
+    spec = XCachePoolSpec.model_validate({"facilityRef": {"name": "af"}, "origin": {"host": "o.example.org"}})
+    pdb = next(o for o in build_pool("af-xc", spec, {"sw1": ["n1"]}, "switchyard.dev/switch", "op:1")
+               if o["kind"] == "PodDisruptionBudget")
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow" and pdb["spec"]["maxUnavailable"] == 1
+
+
+def test_xrootd_user_bounds():
+    import pydantic
+    import pytest
+
+    base = {"facilityRef": {"name": "af"}, "origin": {"host": "o.example.org"}}
+    assert XCachePoolSpec.model_validate(base).xrootd_user.uid == 10940
+    for bad in ({"uid": 0}, {"gid": 0}, {"uid": 2**31}, {"uid": -1}):
+        with pytest.raises(pydantic.ValidationError):
+            XCachePoolSpec.model_validate({**base, "xrootdUser": bad})

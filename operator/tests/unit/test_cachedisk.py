@@ -7,7 +7,9 @@ import os
 from prometheus_client import CollectorRegistry, generate_latest
 
 from switchyard.api import XCachePoolStatus
-from switchyard.cachedisk import HostDisk, disk_status, full_hosts_message, parse_host_disk
+from switchyard.cacheprepare import report
+from switchyard.cachedisk import (HostDisk, UnmountedDisk, disk_status, full_hosts_message, parse_host_disk,
+                                  unmounted_disks, unmounted_message)
 from switchyard.exporter import ExporterSettings, XCacheCollector
 
 
@@ -63,3 +65,35 @@ def test_no_hosts_no_division_by_zero():
     status = disk_status([], [], 0.9, "t")
     assert status["usedPercent"] == 0.0 and status["hosts"] == []
     assert full_hosts_message([]) == ""
+
+
+# ------------------------------------------------------------------ disks not mounted (prepare's report)
+def cache_pod(node: str, init: dict) -> dict:
+    """A cache pod's status as the API server shows it, with its prepare init container's status."""
+    return {"metadata": {"name": f"p-{node}"}, "spec": {"nodeName": node},
+            "status": {"initContainerStatuses": [{"name": "prepare", **init}]}}
+
+
+REFUSED = {"terminated": {"exitCode": 3, "reason": "Error", "message": report(["/srv/nvme0", "/srv/meta"])}}
+
+
+def test_prepare_refusals_are_read_from_the_pod_status():
+    pods = [
+        cache_pod("node-b", {"state": REFUSED}),  # just failed
+        # in back-off: waiting, the failure in lastState
+        cache_pod("node-a", {"state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": REFUSED}),
+        # failed before, passed since (a disk was mounted): nothing to report
+        cache_pod("node-c", {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}, "lastState": REFUSED}),
+        # failed for another reason: not a disk problem
+        cache_pod("node-d", {"state": {"terminated": {"exitCode": 1, "message": "PrepareFailed: [Errno 13] ..."}}}),
+        # not started yet
+        {"metadata": {"name": "p-e"}, "spec": {}, "status": {}},
+    ]
+    assert unmounted_disks(pods) == (UnmountedDisk("node-a", "/srv/meta"), UnmountedDisk("node-a", "/srv/nvme0"),
+                                     UnmountedDisk("node-b", "/srv/meta"), UnmountedDisk("node-b", "/srv/nvme0"))
+    # Only the prepare container's message counts.
+    other = cache_pod("node-f", {"state": REFUSED})
+    other["status"]["initContainerStatuses"][0]["name"] = "something-else"
+    assert unmounted_disks([other]) == ()
+    message = unmounted_message(unmounted_disks(pods[:1]))
+    assert "node-b:/srv/nvme0" in message and "node-b:/srv/meta" in message and unmounted_message(()) == ""

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import yaml
 
-from switchyard.cachedisk import HostDisk
+from switchyard.cachedisk import HostDisk, UnmountedDisk
 from switchyard.desired import Outcome
 from switchyard.desired.facility import desired_facility
 from switchyard.desired.workerfleet import FleetIntent, desired_fleet, fleet_intent
@@ -180,6 +180,30 @@ def test_pool_readiness_and_degradation():
     was = {**pool_child()["status"], "conditions": [{"type": "Degraded", "status": "True", "reason": "HostsNotReady"}]}
     assert pool(status=was, workloads=all_ready).events == (
         ("Normal", "Recovered", "No longer degraded: every planned host is ready and below its high water mark"),)
+
+
+def test_a_disk_not_mounted_degrades_the_pool_naming_host_and_path():
+    hosts = pool_child()["status"]["plan"]["hosts"]
+    counts = {sw: len(h) for sw, h in hosts.items()}
+    host = hosts["rack-a"][0]
+    # That host's cache does not start; every other host serves.
+    workloads = {sw: {"desired": n, "current": n, "ready": n - (sw == "rack-a")} for sw, n in counts.items()}
+    unmounted = (UnmountedDisk(host, "/mnt/nvme0"), UnmountedDisk("not-a-planned-host", "/mnt/nvme0"))
+    out = pool(workloads=workloads, unmounted=unmounted)
+    degraded = out.states["Degraded"]
+    assert (degraded.status, degraded.reason) == (True, "DiskNotMounted")
+    assert f"{host}:/mnt/nvme0" in degraded.message and "not-a-planned-host" not in degraded.message
+    assert out.events == (("Warning", "DiskNotMounted", degraded.message),)
+    assert out.status["readyHosts"] == sum(counts.values()) - 1 and out.converges
+    # Reported once; a second path on the same host is news, and is reported again.
+    was = {**pool_child()["status"], "conditions": [{"type": "Degraded", "status": "True", **{
+        "reason": degraded.reason, "message": degraded.message}}]}
+    assert pool(status=was, workloads=workloads, unmounted=unmounted).events == ()
+    more = pool(status=was, workloads=workloads, unmounted=(*unmounted, UnmountedDisk(host, "/mnt/xcache-meta")))
+    assert [e[1] for e in more.events] == ["DiskNotMounted"] and f"{host}:/mnt/xcache-meta" in more.events[0][2]
+    # Mounted and started: recovered.
+    all_ready = {sw: {"desired": n, "current": n, "ready": n} for sw, n in counts.items()}
+    assert pool(status=was, workloads=all_ready).events[0][:2] == ("Normal", "Recovered")
 
 
 # ------------------------------------------------------------------ WorkerFleet
