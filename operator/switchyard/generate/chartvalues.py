@@ -131,6 +131,20 @@ class CachePodMonitor(Values):
     labels: Labels = Field(default_factory=dict, description="Extra labels for your Prometheus' selector.")
 
 
+class AlertRules(Values):
+    enabled: bool = Field(False, description="Ship switchyard's alert rules as a PrometheusRule (only when the cluster "
+                                             "serves monitoring.coreos.com/v1 PrometheusRules); the alerts and their "
+                                             "runbooks are in docs/metrics.md, the same rules as a plain file in "
+                                             "rules/alerts.yaml.")
+    labels: Labels = Field(default_factory=dict, description="Extra labels, e.g. the `release` label your Prometheus "
+                                                             "selects rules by (kube-prometheus-stack: its "
+                                                             "ruleSelector).")
+    operator_job: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/-]*$")] = Field(
+        "", description="The `job` label of the operator's metrics in your Prometheus (SwitchyardOperatorDown "
+                        "watches it); empty means the metrics Service's name, the job the chart's ServiceMonitor "
+                        "gives.")
+
+
 class Metrics(Values):
     port: Port = Field(8080, description="Port the operator serves /metrics on (`switchyard run --metrics-port`).")
     service: MetricsService = Field(default_factory=MetricsService, description="The metrics Service.")
@@ -138,6 +152,8 @@ class Metrics(Values):
                                             description="Prometheus Operator ServiceMonitor for the operator.")
     cache_pod_monitor: CachePodMonitor = Field(default_factory=CachePodMonitor,
                                                description="Prometheus Operator PodMonitor for the cache exporters.")
+    rules: AlertRules = Field(default_factory=AlertRules, description="Prometheus Operator PrometheusRule with "
+                                                                      "switchyard's alerts.")
 
 
 class Health(Values):

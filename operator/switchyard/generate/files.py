@@ -1,7 +1,8 @@
 """Every file `make generate` writes, and writing them.
 
 CRDs and their chart copies (crds.py), dashboards (dashboards.py), the chart's
-values and schema (chartvalues.py) and the metrics reference (docs.py). Every
+values and schema (chartvalues.py), the alert rules (alerts.py) and the metrics
+reference with its runbooks (docs.py). Every
 file carries a 'generated' header; a test regenerates into a temporary
 directory and fails when the committed files differ.
 """
@@ -12,7 +13,7 @@ import pathlib
 
 import yaml
 
-from . import chartvalues, dashboards
+from . import alerts, chartvalues, dashboards
 from .crds import all_crds
 from .docs import metrics_markdown
 
@@ -36,6 +37,7 @@ def generated_files() -> dict[str, str]:
     files.update(dashboards.files())
     files["charts/switchyard/values.yaml"] = chartvalues.values_yaml()
     files["charts/switchyard/values.schema.json"] = chartvalues.schema_json()
+    files[alerts.RULES_FILE] = alerts.rules_yaml()
     files["docs/metrics.md"] = metrics_markdown()
     return files
 
