@@ -53,11 +53,15 @@ def _children(outcome: Outcome, what: str) -> list[dict]:
 
 def render_files(facility_path: str, topology_path: str, settings: Settings | None = None) -> list[dict]:
     """The facility's children and theirs, as the operator would apply them on that topology."""
-    settings = settings or Settings()
     doc, _ = load_facility(facility_path)
+    return render(doc, _nodes(topology_path), settings)
+
+
+def render(doc: dict, nodes: list, settings: Settings | None = None) -> list[dict]:
+    """The children of a facility object and theirs, as the operator would apply them on these nodes."""
+    settings = settings or Settings()
     name = doc["metadata"]["name"]
     namespace = doc["metadata"].get("namespace", "default")
-    nodes = _nodes(topology_path)
     children = _children(desired_facility(name, doc["spec"], None, nodes, [], [], settings), f"AnalysisFacility {name}")
     by_name = {(c["kind"], c["metadata"]["name"]): c for c in children}
     out = []

@@ -2,24 +2,38 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from ..api import API_VERSION
 from ..api.analysisfacility import AnalysisFacilitySpec
-from ..api.base import Model
+from ..api.base import OBJECT_NAME_MAX, Model
 from ..api.plans import FleetPlan, PlanProblem, PoolPlan
 from ..planner import Plan
 from .common import FACILITY_LABEL, child_name, labels
 
 
+def object_name(facility: str, part: str) -> str:
+    """The name of an inline child: a switchyard object, so its own schema admits at most
+    OBJECT_NAME_MAX characters (it prefixes its own children's names), fewer than child_name's
+    MAX_NAME. A longer '<facility>-<part>' is cut there and keeps a hash of the whole; it starts
+    with the facility's name, so it is a DNS-1035 label as the schema asks."""
+    name = child_name(facility, part)
+    if len(name) <= OBJECT_NAME_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return name[: OBJECT_NAME_MAX - 9].rstrip("-") + "-" + digest
+
+
 def pool_object_name(facility: str, pool: str) -> str:
-    return child_name(facility, pool)
+    return object_name(facility, pool)
 
 
 def fleet_object_name(facility: str, fleet: str) -> str:
-    return child_name(facility, fleet)
+    return object_name(facility, fleet)
 
 
 def staging_object_name(facility: str) -> str:
-    return child_name(facility, "staging")
+    return object_name(facility, "staging")
 
 
 def pool_plan(facility: str, plan: Plan, pool: str, switch_label: str) -> PoolPlan:

@@ -10,7 +10,7 @@ from ..drift import with_drift
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..settings import current
 from .client import kube
-from .converge import NameTaken, converge
+from .converge import Refused, converge
 from .drift import check as check_drift
 from .indexes import attached_fleets, nodes_of, owned_objects
 from .loop import register, wake
@@ -35,7 +35,7 @@ def reconcile(body, logger, node_index, pool_index, fleet_index, staging_index, 
     try:
         wrote = converge(body, outcome.children, CHILD_KINDS, logger,
                          extra_key=[(fleet, plan.to_wire()) for fleet, plan in fleet_plans])
-    except NameTaken as exc:
+    except Refused as exc:
         write_status(KIND, body, {k: v for k, v in (body.get("status") or {}).items() if k in outcome.status},
                      exc.states(), logger)
         return

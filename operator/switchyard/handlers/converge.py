@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 
 from .. import conditions as cond
-from ..apply import SyncResult, child_key, sync_children
+from ..apply import ApiError, SyncResult, child_key, sync_children
 from ..builders.common import SWITCH_LABEL
 from ..settings import current
 from .client import kube
@@ -26,6 +26,8 @@ _applied: dict[str, tuple[str, float]] = {}
 # uid -> {child key: hash of its content when last applied}
 _applied_children: dict[str, dict[str, str]] = {}
 _listing = threading.Lock()
+# What the API server answers a child it refuses for its content: Bad Request, Unprocessable Entity.
+REFUSED_STATUSES = (400, 422)
 
 
 def forget_applied(uid: str) -> None:
@@ -51,7 +53,28 @@ def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class NameTaken(Exception):
+class Refused(Exception):
+    """The children could not be written, for a reason a retry alone will not mend: the object says why
+    (its Ready condition, for its generation), and the next reconcile tries again."""
+
+    def states(self) -> dict[str, cond.State]:
+        raise NotImplementedError
+
+
+class ChildRefused(Refused):
+    """The API server refused a child as invalid (400, 422): a child the operator built wrongly from a
+    spec its schema admitted. Said on the object, not only retried in the log."""
+
+    def __init__(self, error: ApiError):
+        super().__init__(str(error))
+        self.error = error
+
+    def states(self) -> dict[str, cond.State]:
+        return cond.failed("ChildRefused", cond.printable(
+            f"the API server refused a child ({self.error.status} {self.error.reason}): {self.error.message}"))
+
+
+class NameTaken(Refused):
     """Children this object wants hold names another owner's objects have: nothing of theirs was touched."""
 
     def __init__(self, keys: list[str]):
@@ -74,7 +97,7 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     costs no API call here, and between resyncs only the children whose
     content changed are applied (a ramp step touches a few Deployments, not all).
     Raises NameTaken, having written nothing, when another owner's object
-    holds a child's name.
+    holds a child's name; ChildRefused when the API server refuses a child as invalid.
     """
     uid = body["metadata"]["uid"]
     children = {child_key(obj): _digest(obj) for obj in desired}
@@ -85,7 +108,14 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     resync = last is None or time.monotonic() - last[1] > current().resync_seconds
     before = {} if resync else _applied_children.get(uid, {})
     unchanged = frozenset(key for key, child in children.items() if before.get(key) == child)
-    result = sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
+    try:
+        result = sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
+    except ApiError as exc:
+        if exc.status not in REFUSED_STATUSES:
+            raise   # the API server's trouble, not the child's: retried (loop.measured)
+        _applied.pop(uid, None)
+        _applied_children.pop(uid, None)
+        raise ChildRefused(exc) from exc
     if result.conflicts:
         # Not marked applied: the next reconcile looks again (the other owner may be gone by then).
         _applied.pop(uid, None)

@@ -28,7 +28,7 @@ from ..s3.staging import Observation, Tracker, assess, human_bytes, reclaim
 from ..desired import validate
 from ..settings import current
 from .client import kube
-from .converge import NameTaken, converge
+from .converge import Refused, converge
 from .loop import register
 from .status import ObjectEvents, write_status
 from .indexes import workloads_of
@@ -198,7 +198,7 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
     desired = build_staging(name, namespace, spec, consumer, root)
     try:
         converge(body, desired, CHILD_KINDS, logger)
-    except NameTaken as exc:
+    except Refused as exc:
         write_status(KIND, body, base, exc.states(), logger)
         return
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(desired))

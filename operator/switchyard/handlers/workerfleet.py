@@ -13,7 +13,7 @@ from ..desired.workerfleet import KIND, desired_fleet, fleet_intent, staging_nam
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
 from .client import kube
-from .converge import NameTaken, converge, evict_misplaced_pods
+from .converge import Refused, converge, evict_misplaced_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register, wake
 from .status import write_status
@@ -66,7 +66,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     outcome = desired_fleet(name, namespace, intent, counts, workloads, current())
     try:
         converge(body, outcome.children, CHILD_KINDS, logger)
-    except NameTaken as exc:
+    except Refused as exc:
         write_status(KIND, body, intent.base, exc.states(), logger)
         return None
     evict_misplaced_pods(body, {FLEET_LABEL: name}, intent.plan.switch_label, nodes_of(node_index), logger)

@@ -14,7 +14,7 @@ from ..desired.xcachepool import KIND, DiskRead, desired_pool, tls_secret_name
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
 from .client import kube
-from .converge import NameTaken, converge, evict_misplaced_pods
+from .converge import Refused, converge, evict_misplaced_pods
 from .exporters import read_all, ready_cache_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register
@@ -90,7 +90,7 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
         return
     try:
         converge(body, outcome.children, CHILD_KINDS, logger)
-    except NameTaken as exc:
+    except Refused as exc:
         write_status(KIND, body, {}, exc.states(), logger)
         return
     evict_misplaced_pods(body, {POOL_LABEL: name}, outcome.extra["plan"].switch_label, nodes, logger)

@@ -3,18 +3,26 @@ CEL rules, evaluated offline), the host-path policy, the plan contract, names an
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from switchyard import hostpaths
-from switchyard.api import AnalysisFacilitySpec, WorkerFleetSpec, XCachePoolSpec
+from switchyard.api import KINDS, AnalysisFacilitySpec, WorkerFleetSpec, XCachePoolSpec
+from switchyard.api.base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN
 from switchyard.api.plans import FleetPlan, PoolPlan, decode
 from switchyard.api.s3staging import Bucket, External
 from switchyard.builders.common import child_name
+from switchyard.builders.facility import pool_object_name
 from switchyard.conditions import printable
 from switchyard.desired.facility import plan_with_attached as _plan
 from switchyard.planner import Unsatisfiable
-from switchyard.topology import snapshot
+from switchyard.render import render
+from switchyard.topology import NodeInfo, snapshot
 from switchyard.topology import load_topology
 
 
@@ -69,6 +77,120 @@ def test_switch_names_that_fold_alike_give_distinct_child_names():
     names = {child_name("af-xc", s) for s in ("rack-1", "rack.1", "rack_1", "Rack-1", "RACK.1")}
     assert len(names) == 5
     assert child_name("af-xc", "rack-1") == "af-xc-rack-1"  # names that need no folding are unchanged
+
+
+# Kubernetes' own name rules (apimachinery's validation), and what the controllers append.
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+REVISION_HASH = 10   # the controller-revision-hash label is '<statefulset>-<hash>', the hash up to 10 characters
+SWITCHYARD_KINDS = {k.kind: k for k in KINDS}
+
+
+def subdomain(name: str) -> bool:
+    return 0 < len(name) <= 253 and all(DNS1123_LABEL.match(part) for part in name.split("."))
+
+
+def name_problems(obj: dict) -> list[str]:
+    """What the API server (or the child's controller) refuses in `obj`'s name and label values."""
+    kind, name, spec = obj["kind"], obj["metadata"]["name"], obj.get("spec") or {}
+    out = []
+    if kind in SWITCHYARD_KINDS:
+        if len(name) > OBJECT_NAME_MAX or not re.match(OBJECT_NAME_PATTERN, name):
+            out.append("its own CRD's metadata.name rule")
+        try:
+            SWITCHYARD_KINDS[kind].spec.model_validate(spec)
+        except ValidationError as exc:
+            out.append(f"its own spec: {exc}")
+    elif kind == "Service":
+        if len(name) > 63 or not DNS1035_LABEL.match(name):
+            out.append("a Service name is a DNS-1035 label")
+    elif not subdomain(name):
+        out.append("a DNS-1123 subdomain")
+    if kind == "StatefulSet":
+        last_pod = f"{name}-{max(spec['replicas'] - 1, 0)}"
+        if len(last_pod) > 63 or not DNS1123_LABEL.match(last_pod):
+            out.append("its pods' names are their host names (DNS-1123 labels)")
+        if len(name) + 1 + REVISION_HASH > 63:
+            out.append("its controller-revision-hash label value")
+    label_sets = [obj["metadata"].get("labels") or {}, (spec.get("selector") or {}).get("matchLabels") or {},
+                  ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}]
+    if kind == "Service":
+        label_sets.append(spec.get("selector") or {})
+    for values in label_sets:
+        out += [f"label {k}={v!r}" for k, v in values.items() if len(v) > 63 or not LABEL_VALUE.match(v)]
+    return [f"{kind} {name}: {why}" for why in out]
+
+
+def _name(first: str, middle: str, last: str, length: int):
+    """A name of exactly `length` characters from the three alphabets."""
+    if length == 1:
+        return st.sampled_from(sorted(set(first) & set(last)))
+    return st.tuples(st.sampled_from(first), st.text(middle, min_size=length - 2, max_size=length - 2),
+                     st.sampled_from(last)).map("".join)
+
+
+LOWER, DIGITS = "abcdefghijklmnopqrstuvwxyz", "0123456789"
+# Each name field at its schema's limit (most examples) or near it.
+facility_names = st.sampled_from([OBJECT_NAME_MAX, OBJECT_NAME_MAX - 1, 1]).flatmap(
+    lambda n: _name(LOWER, LOWER + DIGITS + "-", LOWER + DIGITS, n))
+dns_labels = st.sampled_from([40, 40, 39, 1]).flatmap(
+    lambda n: _name(LOWER + DIGITS, LOWER + DIGITS + "-", LOWER + DIGITS, n))
+switch_names = st.sampled_from([63, 63, 62, 1]).flatmap(
+    lambda n: _name(LOWER + LOWER.upper() + DIGITS, LOWER + LOWER.upper() + DIGITS + "-_.", LOWER + DIGITS, n))
+
+
+def long_facility(name: str, pools: list[str], fleets: list[str], switches: list[str]) -> tuple[dict, list]:
+    """A facility using every name field, and nodes (two cache hosts, two worker nodes) on each switch."""
+    nodes = [NodeInfo(name=f"n{s}-{kind}-{i}", labels={"switchyard.dev/switch": sw, "switchyard.dev/nvme": "2"}
+                      if kind == "cache" else {"switchyard.dev/switch": sw}, nic_gbps=25, cpu_millis=32000,
+                      memory_bytes=128 * 2**30, pods=110)
+             for s, sw in enumerate(switches) for kind in ("cache", "worker") for i in range(2)]
+    spec = {
+        "network": {"switches": [{"name": sw, "uplinkGbps": 40} for sw in switches]},
+        "routing": "auto",
+        "cachePools": [{"name": p, "origin": {"host": "origin.example.org"}, "resources": {"cpu": "2", "memory": "12Gi"}}
+                       for p in pools],
+        "fleets": [{"name": f, "replicas": 6, "cores": 2, "memoryGiB": 4, "pool": pools[i % len(pools)],
+                    "dask": {"createScheduler": True}} for i, f in enumerate(fleets)],
+        "staging": {"embedded": {}, "buckets": [{"name": "scratch"}]},
+    }
+    return {"apiVersion": "switchyard.dev/v1alpha1", "kind": "AnalysisFacility", "metadata": {"name": name},
+            "spec": spec}, nodes
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(facility=facility_names, pools=st.lists(dns_labels, min_size=1, max_size=2, unique=True),
+       fleets=st.lists(dns_labels, min_size=1, max_size=2, unique=True),
+       switches=st.lists(switch_names, min_size=1, max_size=3, unique_by=str.lower))
+def test_every_name_the_schema_admits_gives_children_their_own_schemas_and_kubernetes_admit(
+        facility, pools, fleets, switches):
+    doc, nodes = long_facility(facility, pools, fleets, switches)
+    AnalysisFacilitySpec.model_validate(doc["spec"])  # the input is one the API server admits
+    objects = render(doc, nodes)
+    kinds = {o["kind"] for o in objects}
+    assert {"XCachePool", "WorkerFleet", "S3Staging", "StatefulSet", "Deployment", "Service"} <= kinds
+    assert not [p for o in objects for p in name_problems(o)]
+    keys = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert len(keys) == len(set(keys))  # no two children fold to one name
+
+
+@pytest.mark.parametrize("obj, why", [
+    ({"kind": "XCachePool", "metadata": {"name": "a" * 41}, "spec": {}}, "metadata.name rule"),
+    ({"kind": "Service", "metadata": {"name": "1abc"}}, "DNS-1035"),
+    ({"kind": "StatefulSet", "metadata": {"name": "a" * 53}, "spec": {"replicas": 1}}, "controller-revision-hash"),
+    ({"kind": "Deployment", "metadata": {"name": "a", "labels": {"x": "b" * 64}}}, "label x"),
+])
+def test_the_name_rules_refuse_what_kubernetes_refuses(obj, why):
+    assert any(why in p for p in name_problems(obj)), name_problems(obj)
+
+
+def test_inline_children_fit_their_own_kinds_names():
+    # (the cut the API server refused: '<facility>-<pool>' at 52 characters, the kinds' own limit 40)
+    name = pool_object_name("f" * 40, "p" * 40)
+    assert len(name) == OBJECT_NAME_MAX and re.match(OBJECT_NAME_PATTERN, name)
+    assert pool_object_name("f" * 40, "p" * 40) != pool_object_name("f" * 40, "p" * 39 + "q")
+    assert pool_object_name("af", "xc") == "af-xc"
 
 
 # ------------------------------------------------------------------ 3. forged or malformed plans
@@ -224,3 +346,31 @@ def test_messages_are_one_printable_line(text):
 
 def test_messages_are_cut_to_a_bounded_length():
     assert len(printable("x" * 10000)) <= 2048
+
+
+# ------------------------------------------------------------------ 7. a child the API server refuses
+def test_a_child_the_api_server_refuses_is_said_on_the_object_not_only_retried(monkeypatch):
+    from switchyard.apply import ApiError
+    from switchyard.handlers import converge as conv
+    calls = []
+
+    def answer(status):
+        def sync(*args, **kwargs):
+            calls.append(status)
+            raise ApiError(status, "Invalid" if status == 422 else "ServiceUnavailable",
+                           'XCachePool.switchyard.dev "af-' + "p" * 45 + '" is invalid: metadata.name: Too long')
+        return sync
+    monkeypatch.setattr(conv, "kube", lambda: None)
+    body = {"kind": "AnalysisFacility", "metadata": {"uid": "uid-refused", "namespace": "ns", "name": "af"}}
+    child = {"apiVersion": "switchyard.dev/v1alpha1", "kind": "XCachePool", "metadata": {"name": "af-" + "p" * 45}}
+    monkeypatch.setattr(conv, "sync_children", answer(422))
+    for _ in range(2):  # not marked applied: the next reconcile writes again, and says it again
+        with pytest.raises(conv.Refused) as info:
+            conv.converge(body, [child], ("XCachePool",), logging.getLogger("test"))
+        ready = info.value.states()["Ready"]
+        assert not ready.status and ready.reason == "ChildRefused" and "is invalid: metadata.name" in ready.message
+    assert calls == [422, 422]
+    # The API server's own trouble is no verdict on the child: retried as before.
+    monkeypatch.setattr(conv, "sync_children", answer(503))
+    with pytest.raises(ApiError):
+        conv.converge(body, [child], ("XCachePool",), logging.getLogger("test"))
