@@ -193,7 +193,10 @@ def facility(origin: str, args) -> dict:
             "cachePools": [{
                 "name": "xcache", "image": XCACHE_IMAGE, "serveGbps": 25,
                 "origin": {"host": host, "port": int(port)},
-                "storage": {"dataPaths": [str(DISK / "nvme0")], "metaPath": str(DISK / "meta")},
+                # Plain directories on the machine's root disk, on purpose here
+                # (the bench measures the fabric, not disks), so the mount check is off.
+                "storage": {"dataPaths": [str(DISK / "nvme0")], "metaPath": str(DISK / "meta"), "allowRootDisk": True},
+                "xrootdUser": {"uid": 1094, "gid": 1094},  # switchyard's XCache image's xrootd user
                 "pfc": {"ramGiB": 1},
                 # Most of a real node's 2 CPUs: a worker (1 core) does not fit beside a cache.
                 "resources": {"cpu": "1500m", "memory": "2Gi"},
