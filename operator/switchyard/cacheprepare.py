@@ -25,9 +25,11 @@ It runs before xrootd, from the operator image, as root with one capability
 
 2. **Directories for the xrootd user.** Each `--dir` is created (mode 0755,
    missing parents too) and handed to `--uid`:`--gid`, the user the pod runs
-   xrootd as. Symlinks are never followed or changed. Directories are made as
-   root inside root-owned mount points, so CAP_CHOWN is the only privilege it
-   needs (no DAC_OVERRIDE, no FOWNER).
+   xrootd as; one that belonged to another user is handed over with its
+   contents (the xrootd uid changed: the cache keeps its files). Symlinks are
+   never followed. Directories are made as root inside root-owned mount
+   points, so CAP_CHOWN is the only privilege it needs (no DAC_OVERRIDE, no
+   FOWNER).
 
 No shell, no subprocess: a few system calls, from arguments the operator built.
 """
@@ -123,13 +125,25 @@ def parse_report(message: str) -> list[str]:
 
 
 def make_owned(path: str, uid: int, gid: int) -> None:
-    """`path` as a directory (0755, missing parents too) owned by uid:gid; never through a symlink."""
+    """`path` as a directory (0755, missing parents too) owned by uid:gid; never through a symlink.
+
+    A directory that belonged to another user (the pool's xrootdUser changed, or the image's xrootd
+    uid did) is handed over with everything in it, so the cache keeps its files and can purge them.
+    """
     os.makedirs(path, mode=0o755, exist_ok=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise OSError(f"{path} is not a directory (a symlink or a file): refusing to change it")
-    if (info.st_uid, info.st_gid) != (uid, gid):
-        os.chown(path, uid, gid, follow_symlinks=False)
+    if (info.st_uid, info.st_gid) == (uid, gid):
+        return
+    for top, dirs, files in os.walk(path, onerror=_raise):  # never descends through a symlink
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(top, name), uid, gid, follow_symlinks=False)
+    os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def _raise(error: OSError) -> None:
+    raise error
 
 
 def prepare(uid: int, gid: int, dirs: Sequence[str], disks: Sequence[str], allow_root_disk: bool,

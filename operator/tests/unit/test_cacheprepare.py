@@ -136,6 +136,22 @@ def test_directories_are_handed_to_the_xrootd_uid(tmp_path):
     assert (data / "x").stat().st_uid == 0  # a parent made on the way stays root's
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
+def test_a_new_xrootd_uid_gets_the_cached_files_too(tmp_path):
+    data, outside = tmp_path / "nvme0", tmp_path / "outside"
+    (data / "public" / "ab").mkdir(parents=True)
+    (data / "public" / "ab" / "file").write_bytes(b"cached")
+    outside.mkdir()
+    (data / "link").symlink_to(outside)
+    for path in (data, data / "public", data / "public" / "ab", data / "public" / "ab" / "file"):
+        os.chown(path, 102, 105)  # the old image's dynamic xrootd user
+    mountinfo = _fake_mounts(tmp_path, mounted=[data], root_fs=[])
+    assert prepare(1094, 1094, [str(data)], [str(data)], False, str(mountinfo), str(tmp_path / "log")) == 0
+    owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in [data, *data.rglob("*")]}
+    assert owners == {(1094, 1094)}
+    assert outside.stat().st_uid == 0  # the symlink itself changed hands, never what it points to
+
+
 def test_a_symlink_is_never_followed(tmp_path):
     target = tmp_path / "elsewhere"
     target.mkdir()
