@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from .api import AnalysisFacilitySpec
 from .planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
+from .planner.explain import shortfall
 from .planner.fairshare import PAYLOAD, with_fair_share
-from .topology import Topology, TopologyError, format_validation_error, load_topology, node_info, snapshot
-
-
-class InputError(ValueError):
-    """A file that cannot be used; the message names the file and the field."""
+from .topology import InputError, Topology, TopologyError, load_topology, node_info, read_yaml, snapshot
+from .topology import load_facility as load_facility_file
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -55,14 +53,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = load_facility(args.filename)
         files = load_files(args.files) if args.files else []
-        topology = load_cluster(spec, args.kubeconfig) if args.from_cluster else load_topology_file(args.topology, spec)
+        if args.from_cluster:
+            topology, notes = load_cluster(spec, args.kubeconfig)
+        else:
+            topology, notes = load_topology_file(args.topology, spec)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if topology.unknown_switch_nodes:
-        names = ", ".join(topology.unknown_switch_nodes[:5])
-        print(f"warning: {len(topology.unknown_switch_nodes)} node(s) sit on switches spec.network.switches does not "
-              f"declare, and are left out: {names}", file=sys.stderr)
+    notes += facility_warnings(spec, topology)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
     fleets = [FleetRequest(f.name, f) for f in spec.fleets]
     try:
@@ -72,27 +72,31 @@ def run(args: argparse.Namespace) -> int:
     except Unsatisfiable as exc:
         print(f"error: {exc.reason}: {exc.message}", file=sys.stderr)
         return 1
+    against_target = shortfall(spec.target_gbps, result, topology, pools, fleets)
     if args.output == "table":
-        sys.stdout.write(table(result, topology, [f.name for f in fleets], compared, len(files)))
+        text = table(result, topology, [f.name for f in fleets], compared, len(files)) + against_target + "\n"
     else:
-        doc = document(result, topology, compared, len(files))
-        if args.output == "json":
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        else:
-            yaml.safe_dump(doc, sys.stdout, sort_keys=False)
+        doc = {**document(result, topology, compared, len(files)), "targetGbps": spec.target_gbps,
+               "target": against_target, "warnings": notes}
+        text = json.dumps(doc, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(doc, sort_keys=False)
+    write_stdout(text)
     return 0
+
+
+def write_stdout(text: str) -> None:
+    """Print `text`; a reader that stops early (`| head`) ends the output quietly, as it does for other tools."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the pipe again when it flushes stdout at exit: point stdout at nothing first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 # ---------------------------------------------------------------- inputs
 
 def load_facility(path: str) -> AnalysisFacilitySpec:
-    doc = _read_yaml(path)
-    if not isinstance(doc, dict) or doc.get("kind") != "AnalysisFacility":
-        raise InputError(f"{path}: kind: expected an AnalysisFacility object")
-    try:
-        return AnalysisFacilitySpec.model_validate(doc.get("spec") or {})
-    except ValidationError as exc:
-        raise InputError(format_validation_error(exc, f"{path}: spec")) from None
+    return load_facility_file(path)[1]
 
 
 def load_files(path: str) -> list[str]:
@@ -103,33 +107,74 @@ def load_files(path: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def load_topology_file(path: str, spec: AnalysisFacilitySpec) -> Topology:
+def load_topology_file(path: str, spec: AnalysisFacilitySpec) -> tuple[Topology, list[str]]:
+    """The topology file's nodes on the facility's network, and a warning for each figure one of them sets and
+    the other overrides. The facility owns the network (uplinks, WAN, labels): it is what the operator plans
+    with at a site; the file owns the nodes (their NICs)."""
     try:
-        topo = load_topology(_read_yaml(path) or {}, path)
+        topo = load_topology(read_yaml(path) or {}, path)
     except TopologyError as exc:
         raise InputError(str(exc)) from None
-    return snapshot(topo.node_infos(), spec.network)
+    network = spec.network
+    if topo.switch_label != network.switch_label:
+        raise InputError(f"{path}: switchLabel: the file labels its nodes with {topo.switch_label}, the facility "
+                         f"reads spec.network.switchLabel {network.switch_label}: no node would be on a switch")
+    notes = []
+    declared = {s.name: s.uplink_gbps for s in topo.switches}
+    for switch in network.switches:
+        if switch.name in declared and declared[switch.name] != switch.uplink_gbps:
+            notes.append(f"uplink of {switch.name}: the facility says {switch.uplink_gbps:g} Gbps, {path} says "
+                         f"{declared[switch.name]:g} Gbps: the plan uses the facility's")
+    if "wan_gbps" in topo.model_fields_set and topo.wan_gbps != network.wan_gbps:
+        notes.append(f"WAN: the facility says {network.wan_gbps:g} Gbps, {path} says {topo.wan_gbps:g} Gbps: "
+                     "the plan uses the facility's")
+    for i, switch in enumerate(topo.switches):
+        for j, group in enumerate(switch.nodes):
+            if "nic_gbps" not in group.model_fields_set:
+                notes.append(f"{path}: switches[{i}].nodes[{j}] ({switch.name}/{group.name}, {group.count} node(s)): "
+                             f"no nicGbps: {group.nic_gbps:g} Gbps assumed")
+    return snapshot(topo.node_infos(), network), notes
 
 
-def load_cluster(spec: AnalysisFacilitySpec, kubeconfig: str | None) -> Topology:
-    """The current cluster's nodes, as the operator's node index would see them."""
+def load_cluster(spec: AnalysisFacilitySpec, kubeconfig: str | None) -> tuple[Topology, list[str]]:
+    """The current cluster's nodes, as the operator's node index would see them, and a warning for the nodes
+    whose NIC speed is the facility's default."""
     from .apply import Kube
 
     try:
         items = Kube.from_environment(kubeconfig).list("Node")
     except Exception as exc:  # no kubeconfig, unreachable API server, forbidden...
         raise InputError(f"--from-cluster: cannot list nodes: {exc}") from None
-    nodes = [node_info(n, spec.network.nic_gbps_annotation) for n in items]
-    return snapshot(nodes, spec.network)
+    network = spec.network
+    nodes = [node_info(n, network.nic_gbps_annotation) for n in items]
+    topology = snapshot(nodes, network)
+    placed = {h.name for h in topology.hosts}
+    guessed = sorted(n.name for n in nodes if n.name in placed and n.nic(network.nic_gbps_annotation) is None)
+    notes = [f"{len(guessed)} node(s) have no {network.nic_gbps_annotation} annotation: spec.network.defaultNicGbps "
+             f"{network.default_nic_gbps:g} Gbps assumed ({', '.join(guessed[:5])}{', ...' if len(guessed) > 5 else ''})"
+             ] if guessed else []
+    return topology, notes
 
 
-def _read_yaml(path: str) -> Any:
-    try:
-        return yaml.safe_load(pathlib.Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {exc}") from None
+def facility_warnings(spec: AnalysisFacilitySpec, topology: Topology) -> list[str]:
+    """What the facility leaves to a default or to nothing, on these nodes: each changes the figures."""
+    notes = []
+    if topology.unknown_switch_nodes:
+        names = ", ".join(topology.unknown_switch_nodes[:5])
+        notes.append(f"{len(topology.unknown_switch_nodes)} node(s) sit on switches spec.network.switches does not "
+                     f"declare, and are left out: {names}")
+    for switch in topology.switches:
+        if not switch.hosts:
+            notes.append(f"switch {switch.name}: no schedulable node carries {spec.network.switch_label}={switch.name}: "
+                         "nothing is placed behind it")
+    if not spec.cache_pools:
+        notes.append("spec.cachePools is empty: no cache, every read crosses the WAN to the origin")
+    for pool in spec.cache_pools:
+        if not any(h.has_nvme(pool.nvme_label) for h in topology.hosts):
+            notes.append(f"pool {pool.name}: no node on the facility's switches carries its nvmeLabel {pool.nvme_label}")
+    if not spec.fleets:
+        notes.append("spec.fleets is empty: no workers, nothing reads")
+    return notes
 
 
 def _baselines(topology: Topology, pools, fleets, result: Plan) -> list[Plan]:

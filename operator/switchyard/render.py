@@ -8,19 +8,14 @@ placeholders: they are read from (or generated into) Secrets on a cluster.
 
 from __future__ import annotations
 
-import pathlib
-
-import yaml
-from pydantic import ValidationError
-
-from .api import AnalysisFacilitySpec, S3StagingSpec
+from .api import S3StagingSpec
 from .builders.s3staging import build_staging
 from .desired import Outcome
 from .desired.facility import desired_facility
 from .desired.workerfleet import desired_fleet, fleet_intent
 from .desired.xcachepool import desired_pool
 from .settings import Settings
-from .topology import format_validation_error, load_topology
+from .topology import load_facility, load_topology, read_yaml
 
 PLACEHOLDER_KEYS = ("<accessKey from the Secret>", "<secretKey from the Secret>")
 
@@ -29,19 +24,8 @@ class RenderError(ValueError):
     """The facility cannot be rendered: the reason a cluster would report as its Ready condition."""
 
 
-def load_facility(path: str) -> tuple[dict, AnalysisFacilitySpec]:
-    """The facility object and its validated spec; errors name the field."""
-    doc = yaml.safe_load(pathlib.Path(path).read_text())
-    if not isinstance(doc, dict) or doc.get("kind") != "AnalysisFacility":
-        raise ValueError(f"{path}: expected an AnalysisFacility object")
-    try:
-        return doc, AnalysisFacilitySpec.model_validate(doc.get("spec") or {})
-    except ValidationError as exc:
-        raise ValueError(format_validation_error(exc, f"{path}: spec")) from None
-
-
 def _nodes(topology_path: str):
-    return load_topology(yaml.safe_load(pathlib.Path(topology_path).read_text()) or {}, topology_path).node_infos()
+    return load_topology(read_yaml(topology_path) or {}, topology_path).node_infos()
 
 
 def _children(outcome: Outcome, what: str) -> list[dict]:
@@ -53,7 +37,7 @@ def _children(outcome: Outcome, what: str) -> list[dict]:
 
 def render_files(facility_path: str, topology_path: str, settings: Settings | None = None) -> list[dict]:
     """The facility's children and theirs, as the operator would apply them on that topology."""
-    doc, _ = load_facility(facility_path)
+    doc, _ = load_facility(facility_path)  # InputError (a ValueError) names the file and field
     return render(doc, _nodes(topology_path), settings)
 
 

@@ -7,15 +7,18 @@ local cluster). Both end as the same immutable `Topology`.
 
 from __future__ import annotations
 
+import pathlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
+
+import yaml
 
 from pydantic import Field, ValidationError
 
-from .api.analysisfacility import Network
-from .api.base import REPELLING_EFFECTS, DnsLabel, LabelKey, LabelValue, Model, Taint, Toleration, admits
+from .api.analysisfacility import AnalysisFacilitySpec, Network
+from .api.base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN, REPELLING_EFFECTS, DnsLabel, LabelKey, LabelValue, Model, Taint, Toleration, admits
 
 GIB = 1024**3
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
@@ -253,7 +256,11 @@ class TopologyFile(Model):
         )
 
 
-class TopologyError(ValueError):
+class InputError(ValueError):
+    """A file an admin hands the command line that cannot be used; the message names the file and the field."""
+
+
+class TopologyError(InputError):
     """A topology file that cannot be used; the message names the field."""
 
 
@@ -285,5 +292,45 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
         path = ""
         for part in err["loc"]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-        lines.append(f"{source}: {path or '(root)'}: {err['msg']}")
+        lines.append(f"{source}: {path or '(root)'}: {err['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- files an admin hands the command line
+
+def read_yaml(path: str) -> Any:
+    """A YAML file's one document; an unreadable file or a syntax error is an InputError naming the file."""
+    try:
+        return yaml.safe_load(pathlib.Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise InputError(f"{path}:{where} not valid YAML: {problem}") from None
+
+
+def load_facility(path: str) -> tuple[dict, AnalysisFacilitySpec]:
+    """An AnalysisFacility file: the object and its validated spec. Refuses, naming the field, what the API server
+    would refuse: another kind, a missing or unusable metadata.name, a spec its schema rejects."""
+    doc = read_yaml(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "AnalysisFacility":
+        raise InputError(f"{path}: kind: expected an AnalysisFacility object")
+    metadata = doc.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if name is None:
+        raise InputError(f"{path}: metadata.name: missing: the facility's name prefixes every object it makes")
+    if not isinstance(name, str) or not re.match(OBJECT_NAME_PATTERN, name) or len(name) > OBJECT_NAME_MAX:
+        raise InputError(f"{path}: metadata.name: {name!r} is not a facility name: at most {OBJECT_NAME_MAX} "
+                         "characters, lower-case letters, digits and '-', starting with a letter")
+    namespace = metadata.get("namespace", "default")
+    if not isinstance(namespace, str) or not re.match(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", namespace):
+        raise InputError(f"{path}: metadata.namespace: {namespace!r} is not a namespace name")
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        raise InputError(f"{path}: spec: expected a mapping with the facility's network, pools and fleets")
+    try:
+        return doc, AnalysisFacilitySpec.model_validate(spec)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, f"{path}: spec")) from None

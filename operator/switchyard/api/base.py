@@ -118,6 +118,24 @@ class Model(BaseModel):
                     raise ValueError(rule["message"])
         return self
 
+    @model_validator(mode="after")
+    def _check_list_map_keys(self):
+        """A list the CRD declares `x-kubernetes-list-type: map` holds each key once: the API server refuses a
+        duplicate, and so do offline tools (two fleets of one name would plan twice and render twice)."""
+        for name, info in type(self).model_fields.items():
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            if extra.get("x-kubernetes-list-type") != "map":
+                continue
+            keys = extra["x-kubernetes-list-map-keys"]
+            seen: set[tuple] = set()
+            for item in getattr(self, name) or ():
+                key = tuple(getattr(item, k) for k in keys)
+                if key in seen:
+                    raise ValueError(f"{wire_name(name)}: duplicate {', '.join(keys)} {', '.join(map(str, key))}: "
+                                     "each must be unique")
+                seen.add(key)
+        return self
+
 
 @functools.lru_cache(maxsize=None)
 def _cel_program(rule: str):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 
 import pytest
 import yaml
 
 from switchyard import plancli
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 TOPOLOGY = {
     "wanGbps": 100,
@@ -206,3 +209,149 @@ def test_a_plan_not_proven_optimal_says_so_with_its_gap(tmp_path, capsys, monkey
     assert code == 0 and "not proven optimal" in out and "gap" in out
     code, out, _ = run(tmp_path, capsys, facility(), TOPOLOGY, "-o", "json")
     assert json.loads(out)["optimal"] is False
+
+
+# ---------------------------------------------------------------- an admin's mistakes (issue 27)
+
+@pytest.mark.parametrize("section,items", [
+    ("fleets", lambda spec: spec["fleets"] + [dict(spec["fleets"][0], replicas=3)]),
+    ("cachePools", lambda spec: spec["cachePools"] + [dict(spec["cachePools"][0])]),
+])
+def test_two_children_of_one_name_are_refused_naming_the_list(tmp_path, capsys, section, items):
+    doc = facility()
+    doc["spec"][section] = items(doc["spec"])
+    code, out, err = run(tmp_path, capsys, doc)
+    assert (code, out) == (2, "")
+    assert f"{section}: duplicate name" in err and "Traceback" not in err
+
+
+def test_two_switches_of_one_name_are_refused(tmp_path, capsys):
+    doc = facility()
+    doc["spec"]["network"]["switches"].append({"name": "rack-a", "uplinkGbps": 40})
+    code, _, err = run(tmp_path, capsys, doc)
+    assert code == 2 and "spec: network: switches: duplicate name rack-a" in err
+
+
+@pytest.mark.parametrize("metadata,field", [
+    ({}, "metadata.name: missing"),
+    ({"name": "Demo_1"}, "metadata.name: 'Demo_1' is not a facility name"),
+    ({"name": "a" * 41}, "is not a facility name: at most 40 characters"),
+    ({"name": "demo", "namespace": "Not A Namespace"}, "metadata.namespace:"),
+])
+def test_a_name_kubernetes_refuses_is_refused_before_planning(tmp_path, capsys, metadata, field):
+    code, out, err = run(tmp_path, capsys, {**facility(), "metadata": metadata})
+    assert (code, out) == (2, "") and field in err
+
+
+@pytest.mark.parametrize("spec", ["[1, 2]", "just words", "null"])
+def test_a_spec_that_is_not_a_mapping_is_refused(tmp_path, capsys, spec):
+    code, _, err = run(tmp_path, capsys, f"kind: AnalysisFacility\nmetadata: {{name: demo}}\nspec: {spec}\n")
+    assert code == 2 and "spec: expected a mapping" in err
+
+
+@pytest.mark.parametrize("change,field", [
+    (lambda s: s["fleets"][0].update(replicas=-1), "fleets[0].replicas"),
+    (lambda s: s["fleets"][0].update(cores="four"), "fleets[0].cores"),
+    (lambda s: s.update(routing="nearest"), "routing"),
+    (lambda s: s["network"].update(switches={"rack-a": 10}), "network.switches"),
+    (lambda s: s["network"].update(uplinks=[]), "network.uplinks"),
+    (lambda s: s.pop("network"), "network"),
+])
+def test_typos_negatives_wrong_types_and_missing_sections_name_the_field(tmp_path, capsys, change, field):
+    doc = facility()
+    change(doc["spec"])
+    code, _, err = run(tmp_path, capsys, doc)
+    assert code == 2 and f"facility.yaml: spec: {field}" in err and "Traceback" not in err, err
+
+
+def test_a_yaml_syntax_error_gives_the_line(tmp_path, capsys):
+    code, _, err = run(tmp_path, capsys, "kind: AnalysisFacility\nspec: {network: [\n")
+    assert code == 2 and "facility.yaml: line 3, column 1: not valid YAML" in err
+
+
+def test_a_switch_label_the_topology_does_not_use_is_an_error_naming_both(tmp_path, capsys):
+    doc = facility()
+    doc["spec"]["network"]["switchLabel"] = "example.org/rack"
+    code, _, err = run(tmp_path, capsys, doc)
+    assert code == 2
+    assert "switchyard.dev/switch" in err and "example.org/rack" in err and "NVMe" not in err
+
+
+def test_a_nic_left_out_is_a_warning_naming_the_default(tmp_path, capsys):
+    topo = yaml.safe_load(yaml.safe_dump(TOPOLOGY))
+    del topo["switches"][1]["nodes"][0]["nicGbps"]
+    code, out, err = run(tmp_path, capsys, facility(), topo, "-o", "json")
+    assert code == 0
+    assert "switches[1].nodes[0] (rack-b/worker, 2 node(s)): no nicGbps: 25 Gbps assumed" in err
+    assert any("no nicGbps" in w for w in json.loads(out)["warnings"])
+
+
+def test_uplinks_and_wan_that_differ_between_the_files_are_warnings_naming_both(tmp_path, capsys):
+    topo = {**yaml.safe_load(yaml.safe_dump(TOPOLOGY)), "wanGbps": 40}
+    topo["switches"][0]["uplinkGbps"] = 80
+    code, out, err = run(tmp_path, capsys, facility(), topo, "-o", "json")
+    assert code == 0
+    assert "uplink of rack-a: the facility says 10 Gbps" in err and "says 80 Gbps: the plan uses the facility's" in err
+    assert "WAN: the facility says 100 Gbps" in err and "says 40 Gbps" in err
+    assert json.loads(out)["switches"][0]["uplinkGbps"] == 10
+
+
+def test_a_switch_without_nodes_and_a_facility_without_pools_are_warned_of(tmp_path, capsys):
+    doc = facility()
+    doc["spec"]["network"]["switches"].append({"name": "rack-z", "uplinkGbps": 10})
+    code, _, err = run(tmp_path, capsys, doc)
+    assert code == 0 and "switch rack-z: no schedulable node carries switchyard.dev/switch=rack-z" in err
+    doc = facility(cachePools=[])
+    doc["spec"]["fleets"][0]["dask"] = {"createScheduler": True}
+    code, _, err = run(tmp_path, capsys, doc)
+    assert "spec.cachePools is empty" in err
+
+
+def test_the_usual_facility_plans_without_warnings(tmp_path, capsys):
+    code, out, err = run(tmp_path, capsys, facility(), TOPOLOGY, "-o", "json")
+    assert code == 0 and err == "" and json.loads(out)["warnings"] == []
+
+
+def test_the_target_is_set_against_the_prediction_with_what_binds_it(tmp_path, capsys):
+    code, out, _ = run(tmp_path, capsys, facility(targetGbps=500))
+    assert code == 0
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("target 500 Gbps, predicted ") and "short" in last, last
+    code, out, _ = run(tmp_path, capsys, facility(targetGbps=1), TOPOLOGY, "-o", "json")
+    assert json.loads(out)["target"].startswith("target 1 Gbps: met (predicted ")
+
+
+def test_the_example_facility_says_why_48_of_200_and_what_to_change(capsys):
+    from switchyard.cli import main
+
+    assert main(["plan", "-f", str(REPO / "examples/facility.yaml"), "--topology", str(REPO / "e2e/topologies/mini.yaml")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == ("target 200 Gbps, predicted 48 Gbps (152 short): the workers' demand binds (24 workers read 48 Gbps): "
+                    "raise the fleets' replicas or readGbps (about 76 more workers at 2 Gbps each)")
+
+
+def test_a_reader_that_stops_early_ends_the_output_quietly():
+    import subprocess
+    import sys
+
+    command = (f"{sys.executable} -m switchyard.cli plan -f {REPO}/examples/facility.yaml "
+               f"--topology {REPO}/e2e/topologies/mini.yaml -o yaml | head -1")
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, cwd=REPO / "operator")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.startswith("planner:")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("kind: AnalysisFacility\nspec: [\n", "line 3, column 1: not valid YAML"),
+    ("kind: AnalysisFacility\nspec: {}\n", "metadata.name: missing"),
+    ("kind: AnalysisFacility\nmetadata: {name: demo}\nspec: {network: {switches: [{name: a, uplinkGbps: 1}, "
+     "{name: a, uplinkGbps: 2}]}}\n", "switches: duplicate name a"),
+])
+def test_render_refuses_the_same_mistakes_in_one_line(tmp_path, capsys, text, message):
+    from switchyard.cli import main
+
+    f = tmp_path / "facility.yaml"
+    f.write_text(text)
+    assert main(["render", "-f", str(f), "--topology", str(REPO / "e2e/topologies/mini.yaml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and len(err.strip().splitlines()) == 1, err

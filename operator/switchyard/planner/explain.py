@@ -1,0 +1,76 @@
+"""What stands between a plan and the facility's target, and what would raise it, in an admin's words.
+
+One sentence, the same wherever a plan is shown (`switchyard plan`, and the facility's status): the
+target beside the prediction, the binding constraint named with its figures (which uplink in which
+direction, which hosts, the WAN, the workers' demand), and the change that would lift it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..topology import Topology
+from .flow import SATURATED
+from .model import FleetRequest, Plan, PoolRequest
+
+
+def _gbps(value: float) -> str:
+    """A figure for people: whole Gbps from 10 up, one decimal below."""
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def _names(items: Sequence[str], most: int = 3) -> str:
+    return ", ".join(items[:most]) + (f" (+{len(items) - most})" if len(items) > most else "")
+
+
+def full_uplinks(result: Plan) -> list[str]:
+    """Each full uplink direction in words: 'rack-b, into the switch (80 of 80 Gbps)'."""
+    out = []
+    for load in result.uplinks:
+        if not load.capacity_gbps:
+            continue
+        if load.in_gbps >= load.capacity_gbps * SATURATED:
+            out.append(f"{load.switch}, into the switch ({_gbps(load.in_gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
+        if load.out_gbps >= load.capacity_gbps * SATURATED:
+            out.append(f"{load.switch}, out of the switch ({_gbps(load.out_gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
+    return out
+
+
+def _remedy(result: Plan, topology: Topology, pools: Sequence[PoolRequest], fleets: Sequence[FleetRequest],
+            short: float) -> str:
+    bottleneck = result.bottleneck
+    if bottleneck == "demand" and result.unplaced:
+        left = sum(result.unplaced.values())
+        return (f"{left} workers fit on no node ({_names([f'{f} {n}' for f, n in sorted(result.unplaced.items())])}): "
+                "more nodes with free CPU and memory, or smaller workers that each read more")
+    if bottleneck == "demand":
+        workers = sum(sum(by.values()) for by in result.placement.workers.values())
+        per_worker = result.demand_gbps / workers if workers else max((f.body.read_gbps for f in fleets), default=0.0)
+        more = f"about {int(-(-short // per_worker))} more workers at {_gbps(per_worker)} Gbps each" if per_worker else "workers"
+        return (f"the workers' demand binds ({workers} workers read {_gbps(result.demand_gbps)} Gbps): "
+                f"raise the fleets' replicas or readGbps ({more})")
+    if bottleneck.startswith("uplink"):
+        return (f"full uplinks: {'; '.join(full_uplinks(result)[:3])}: readers beside their caches (more cache "
+                "hosts or workers on one switch, routing local), or faster uplinks")
+    if bottleneck == "wan":
+        return (f"the WAN binds ({_gbps(topology.wan_gbps)} Gbps of cache fills from the origin): warmer caches "
+                "(a lower missRatio) or a faster WAN")
+    hosts = sorted(h for by in result.placement.caches.values() for hs in by.values() for h in hs)
+    if bottleneck == "cache serving":
+        caps = sorted({_gbps(p.body.serve_gbps) for p in pools})
+        return (f"every cache host serves at its cap ({len(hosts)} hosts, serveGbps {'/'.join(caps)}): more cache hosts "
+                "(NVMe nodes) or a higher serveGbps where their NICs allow")
+    if bottleneck.startswith("caches on "):
+        return (f"the {bottleneck} serve at their cap while others have room: more cache hosts there, or routing "
+                "hashed to spread the reads")
+    return f"{bottleneck}: give every switch with readers a reachable cache"
+
+
+def shortfall(target_gbps: float, result: Plan, topology: Topology, pools: Sequence[PoolRequest],
+              fleets: Sequence[FleetRequest]) -> str:
+    """The plan against the target, and what binds it when it falls short."""
+    if result.predicted_gbps >= target_gbps * SATURATED:
+        return f"target {_gbps(target_gbps)} Gbps: met (predicted {_gbps(result.predicted_gbps)} Gbps)"
+    short = target_gbps - result.predicted_gbps
+    return (f"target {_gbps(target_gbps)} Gbps, predicted {_gbps(result.predicted_gbps)} Gbps "
+            f"({_gbps(short)} short): {_remedy(result, topology, pools, fleets, short)}")
