@@ -25,7 +25,7 @@ import yaml
 
 from .api import AnalysisFacilitySpec
 from .planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
-from .planner.explain import shortfall
+from .planner.explain import full_uplinks, link_words, shortfall
 from .planner.fairshare import PAYLOAD, with_fair_share
 from .topology import InputError, Topology, TopologyError, load_topology, node_info, read_yaml, snapshot
 from .topology import load_facility as load_facility_file
@@ -225,7 +225,7 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = (), files:
         "bottleneck": result.bottleneck,
         "peakUtilisation": round(max((u.utilisation for u in result.uplinks), default=0.0), 4),
         "switches": switch_rows(result, topology),
-        "hashWeights": {p: dict(w) for p, w in sorted(result.hash_weights.items())},
+        "hashWeights": {p: {h: abs(v) if v == 0 else v for h, v in w.items()} for p, w in sorted(result.hash_weights.items())},
         "unplaced": dict(result.unplaced),
     }
     if result.fair:
@@ -244,9 +244,8 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = (), files:
 
 def tandem_line(link: str, hosts: tuple[str, ...]) -> str:
     """A full uplink direction whose flows also come from full cache hosts: TCP leaves it below the fair share."""
-    direction, switch = link.removeprefix("up_").split(":", 1)
     named = ", ".join(hosts[:3]) + (f" (+{len(hosts) - 3})" if len(hosts) > 3 else "")
-    return (f"caution: uplink {switch} {direction} is full and its flows also come from {len(hosts)} cache host(s) at "
+    return (f"caution: the {link_words(link)} is full and its flows also come from {len(hosts)} cache host(s) at "
             f"their cap ({named}): TCP gives flows that queue at both less of the host, so expect less than the fair "
             "share there (fewer workers behind that uplink, or more cache hosts, avoid it)")
 
@@ -279,13 +278,15 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
     widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header] + body]
     lines.append("")
-    lines.append(f"predicted {result.predicted_gbps:g} Gbps of {result.demand_gbps:g} Gbps demanded; "
-                 f"bound {result.bound_gbps:g} Gbps (gap {gap_percent(result):g}%"
-                 f"{'' if result.optimal else ', not proven optimal'}); bottleneck: {result.bottleneck}; "
+    bottleneck = "; ".join(full_uplinks(result)) if result.bottleneck.startswith("uplink") else result.bottleneck
+    lines.append(f"predicted {result.predicted_gbps:.1f} Gbps of {result.demand_gbps:.1f} Gbps demanded (LP optimum); "
+                 f"bound {result.bound_gbps:.1f} Gbps (gap {gap_percent(result):g}%"
+                 f"{'' if result.optimal else ', not proven optimal'}); bottleneck: {bottleneck}; "
                  f"planner: {result.planner}")
     if result.fair:
-        full = ", ".join(result.fair.saturated[:4]) + (f" (+{len(result.fair.saturated) - 4})" if len(result.fair.saturated) > 4 else "")
-        lines.append(f"fair share {result.fair.delivered_gbps:g} Gbps: what competing TCP flows get with this placement "
+        saturated = [link_words(link) for link in result.fair.saturated]
+        full = "; ".join(saturated[:4]) + (f" (+{len(saturated) - 4})" if len(saturated) > 4 else "")
+        lines.append(f"fair share {result.fair.delivered_gbps:.1f} Gbps: what competing TCP flows get with this placement "
                      f"(per-host serving; the LP optimum above is the best the routing allows); full: {full or 'nothing'}")
         lines.append(f"all figures are link Gbps: a full link delivers ~{PAYLOAD:.3f} of it as TCP payload at 1500 MTU")
         lines += [tandem_line(link, hosts) for link, hosts in result.fair.full_hosts_behind.items()]

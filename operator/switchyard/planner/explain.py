@@ -23,16 +23,27 @@ def _names(items: Sequence[str], most: int = 3) -> str:
     return ", ".join(items[:most]) + (f" (+{len(items) - most})" if len(items) > most else "")
 
 
+def link_words(link: str) -> str:
+    """A fair-share link id ('up_in:rack-a', 'serve:xcache:host', 'nic:host', 'wan') as an admin names it."""
+    kind, _, rest = link.partition(":")
+    if kind == "up_in":
+        return f"{rest} uplink into the switch"
+    if kind == "up_out":
+        return f"{rest} uplink out of the switch"
+    if kind == "serve":
+        return f"cache host {rest.rpartition(':')[2]} serving"
+    if kind == "nic":
+        return f"cache host {rest} NIC"
+    return "the WAN" if link == "wan" else link
+
+
 def full_uplinks(result: Plan) -> list[str]:
-    """Each full uplink direction in words: 'rack-b, into the switch (80 of 80 Gbps)'."""
+    """Each full uplink direction in words: 'rack-b uplink into the switch (80 of 80 Gbps)'."""
     out = []
     for load in result.uplinks:
-        if not load.capacity_gbps:
-            continue
-        if load.in_gbps >= load.capacity_gbps * SATURATED:
-            out.append(f"{load.switch}, into the switch ({_gbps(load.in_gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
-        if load.out_gbps >= load.capacity_gbps * SATURATED:
-            out.append(f"{load.switch}, out of the switch ({_gbps(load.out_gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
+        for direction, gbps in (("in", load.in_gbps), ("out", load.out_gbps)):
+            if load.capacity_gbps and gbps >= load.capacity_gbps * SATURATED:
+                out.append(f"{link_words(f'up_{direction}:{load.switch}')} ({_gbps(gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
     return out
 
 
@@ -50,8 +61,9 @@ def _remedy(result: Plan, topology: Topology, pools: Sequence[PoolRequest], flee
         return (f"the workers' demand binds ({workers} workers read {_gbps(result.demand_gbps)} Gbps): "
                 f"raise the fleets' replicas or readGbps ({more})")
     if bottleneck.startswith("uplink"):
-        return (f"full uplinks: {'; '.join(full_uplinks(result)[:3])}: readers beside their caches (more cache "
-                "hosts or workers on one switch, routing local), or faster uplinks")
+        return (f"full uplinks: {'; '.join(full_uplinks(result)[:3])}: fewer bytes across them (readers beside "
+                "their caches, routing local; warmer caches, as a lower missRatio, for the fills coming in) or "
+                "faster uplinks")
     if bottleneck == "wan":
         return (f"the WAN binds ({_gbps(topology.wan_gbps)} Gbps of cache fills from the origin): warmer caches "
                 "(a lower missRatio) or a faster WAN")

@@ -89,7 +89,7 @@ def test_the_fair_share_is_printed_beside_the_optimum(tmp_path, capsys):
     assert all(0 < b["fairShareGbps"] <= b["predictedGbps"] + 1e-3 for b in doc["baselines"])
     code, out, _ = run(tmp_path, capsys, facility(), TOPOLOGY, "--compare")
     line = next(x for x in out.splitlines() if x.startswith("fair share"))
-    assert f"{doc['fairShareGbps']:g} Gbps" in line and "link Gbps" in out
+    assert f"{doc['fairShareGbps']:.1f} Gbps" in line and "link Gbps" in out
     assert all("fair share" in x for x in out.splitlines() if x.startswith("baseline"))
 
 
@@ -111,7 +111,7 @@ def test_a_full_uplink_behind_a_full_cache_host_gets_a_caution(tmp_path, capsys)
     code, out, _ = run(tmp_path, capsys, doc, topology)
     assert code == 0
     caution = [x for x in out.splitlines() if x.startswith("caution:")]
-    assert len(caution) == 1 and "uplink rack-b in is full" in caution[0] and "(rack-a-cache)" in caution[0]
+    assert len(caution) == 1 and "the rack-b uplink into the switch is full" in caution[0] and "(rack-a-cache)" in caution[0]
     code, out, _ = run(tmp_path, capsys, doc, topology, "-o", "json")
     assert json.loads(out)["fairShare"]["fullHostsBehind"] == {"up_in:rack-b": ["rack-a-cache"]}
     # the usual facility: nothing full behind a full host, no caution
@@ -355,3 +355,20 @@ def test_render_refuses_the_same_mistakes_in_one_line(tmp_path, capsys, text, me
     assert main(["render", "-f", str(f), "--topology", str(REPO / "e2e/topologies/mini.yaml")]) == 2
     out, err = capsys.readouterr()
     assert out == "" and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_output_names_links_as_an_admin_does_and_rounds_for_people(tmp_path, capsys):
+    """A facility whose uplinks fill: every full link in words with its direction, no internal id, no 303.999."""
+    import math
+
+    doc = facility(routing="hashed", targetGbps=300)
+    doc["spec"]["network"]["switches"] = [{"name": "rack-a", "uplinkGbps": 2}, {"name": "rack-b", "uplinkGbps": 2}]
+    code, out, _ = run(tmp_path, capsys, doc)
+    assert code == 0
+    assert not any(token in out for token in ("up_in:", "up_out:", "serve:", "nic:")), out
+    assert "uplink into the switch" in out or "uplink out of the switch" in out
+    summary = next(x for x in out.splitlines() if x.startswith("predicted "))
+    assert all(len(n.split(".")[1]) <= 2 for n in summary.replace("%", " ").split() if n.replace(".", "").isdigit() and "." in n), summary
+    code, out, _ = run(tmp_path, capsys, doc, TOPOLOGY, "-o", "json")
+    weights = [w for pool in json.loads(out)["hashWeights"].values() for w in pool.values()]
+    assert all(math.copysign(1, w) > 0 for w in weights), weights
