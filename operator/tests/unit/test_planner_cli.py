@@ -372,3 +372,13 @@ def test_the_output_names_links_as_an_admin_does_and_rounds_for_people(tmp_path,
     code, out, _ = run(tmp_path, capsys, doc, TOPOLOGY, "-o", "json")
     weights = [w for pool in json.loads(out)["hashWeights"].values() for w in pool.values()]
     assert all(math.copysign(1, w) > 0 for w in weights), weights
+
+
+def test_the_readme_shows_the_example_plan_as_the_command_prints_it(capsys):
+    from switchyard.cli import main
+
+    assert main(["plan", "-f", str(REPO / "examples/facility.yaml"), "--topology", str(REPO / "e2e/topologies/mini.yaml")]) == 0
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("`switchyard plan -f examples/facility.yaml --topology e2e/topologies/mini.yaml` prints:\n\n```\n")
+    block = readme[readme.index("```\n", start) + 4:]
+    assert block[:block.index("```\n")] == capsys.readouterr().out
