@@ -78,6 +78,13 @@ down: install
 
 bench: bench-planner bench-xcache bench-fleet
 
+# The README's pictures of the bench's Chicago-like and Nebraska-like plans (switchyard plan -o png).
+.PHONY: plan-pictures
+plan-pictures: install
+	for case in chicago nebraska; do \
+	  $(VENV)/bin/switchyard plan -f bench/topologies/$$case-facility.yaml --topology bench/topologies/$$case.yaml \
+	    -o png > docs/plans/$$case.png; done
+
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e 'operator[test,bench]'
 	touch $@

@@ -39,7 +39,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     source.add_argument("--topology", help="topology file (e2e/topologies/*.yaml format)")
     source.add_argument("--from-cluster", action="store_true", help="read the nodes of the current cluster")
     p.add_argument("--kubeconfig", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
-    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml", "svg", "png"), default="table",
+                   help="svg, png: a picture of the facility (switchyard[plot]); the table goes to stderr then")
     p.add_argument("--routing", choices=("local", "hashed", "auto"), help="override spec.routing")
     p.add_argument("--files", help="a list of file paths, one a line: ring readers' bytes split as rendezvous hashing "
                                    "spreads these files, instead of by the ring weights' average")
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc.reason}: {exc.message}", file=sys.stderr)
         return 1
     against_target = shortfall(spec.target_gbps, result, topology, pools, fleets)
+    if args.output in ("svg", "png"):
+        return draw_picture(result, topology, [f.name for f in fleets], against_target, args.output)
     if args.output == "table":
         text = table(result, topology, [f.name for f in fleets], compared, len(files)) + against_target + "\n"
     else:
@@ -83,10 +86,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_stdout(text: str) -> None:
-    """Print `text`; a reader that stops early (`| head`) ends the output quietly, as it does for other tools."""
+def draw_picture(result: Plan, topology: Topology, fleets: list[str], title: str, fmt: str) -> int:
     try:
-        sys.stdout.write(text)
+        from .plandraw import draw
+    except ImportError:  # matplotlib is an extra: the operator image does without it
+        print("error: -o svg|png needs matplotlib: pip install 'switchyard[plot]'", file=sys.stderr)
+        return 2
+    write_stdout(draw(result, topology, fleets, title, fmt))
+    return 0
+
+
+def write_stdout(output: str | bytes) -> None:
+    """Print `output`; a reader that stops early (`| head`) ends the output quietly, as it does for other tools."""
+    try:
+        if isinstance(output, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(output)
+        else:
+            sys.stdout.write(output)
         sys.stdout.flush()
     except BrokenPipeError:
         # Python would report the pipe again when it flushes stdout at exit: point stdout at nothing first.

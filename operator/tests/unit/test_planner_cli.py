@@ -382,3 +382,24 @@ def test_the_readme_shows_the_example_plan_as_the_command_prints_it(capsys):
     start = readme.index("`switchyard plan -f examples/facility.yaml --topology e2e/topologies/mini.yaml` prints:\n\n```\n")
     block = readme[readme.index("```\n", start) + 4:]
     assert block[:block.index("```\n")] == capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case,marked", [("chicago", ["bottleneck-uplink-in-rack-6", "bottleneck-caches-rack-1"]),
+                                         ("nebraska", [])])
+def test_the_picture_names_every_switch_and_marks_what_is_full(capsysbinary, case, marked):
+    """The bench's Chicago-like facility fills rack-6's uplink inward and every cache host; the Nebraska-like one
+    is bound by its workers' demand: nothing is marked full, and the title says so."""
+    import re
+
+    from switchyard.cli import main
+
+    facility_file, topology_file = REPO / f"bench/topologies/{case}-facility.yaml", REPO / f"bench/topologies/{case}.yaml"
+    assert main(["plan", "-f", str(facility_file), "--topology", str(topology_file), "-o", "svg"]) == 0
+    svg = capsysbinary.readouterr().out.decode()
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    switches = [s["name"] for s in yaml.safe_load(topology_file.read_text())["switches"]]
+    assert all(any(t.strip() == name for t in texts) for name in switches), texts
+    ids = re.findall(r'id="(bottleneck-[^"]+)"', svg)
+    assert all(m in ids for m in marked) and (ids != []) == bool(marked), ids
+    assert any("bottleneck: cache serving" in t for t in texts) == (case == "chicago")
+    assert any("bottleneck: demand" in t for t in texts) == (case == "nebraska")
