@@ -132,6 +132,9 @@ def cache_env(plan: FleetPlan, namespace: str, switch: str, routing: str | None 
     return env
 
 
+JITTER_RESOURCES = {"cpu": "100m", "memory": "64Mi", "ephemeral-storage": "16Mi"}
+
+
 def jitter_container(spec: WorkerFleetSpec, helper_image: str) -> dict:
     """Waits a delay fixed by the pod's name before the engine starts (see switchyard.rampup)."""
     return {
@@ -139,7 +142,8 @@ def jitter_container(spec: WorkerFleetSpec, helper_image: str) -> dict:
         "image": helper_image,
         "args": ["jitter", "--name", "$(POD_NAME)", "--max-seconds", str(spec.ramp_up.jitter_seconds)],
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+        # Limits equal to requests, as the worker's: the pod keeps its Guaranteed QoS class.
+        "resources": {"requests": dict(JITTER_RESOURCES), "limits": dict(JITTER_RESOURCES)},
         "securityContext": {**restricted_security_context(65532), "readOnlyRootFilesystem": True},
     }
 

@@ -81,6 +81,22 @@ def test_fleet_deployments_follow_the_plan_and_name_their_cache():
         assert env["SWITCHYARD_CACHE_ENDPOINT"] == expected
 
 
+def test_worker_pods_are_guaranteed_qos_with_the_jitter_init_container():
+    # Every container, the init container too, with CPU and memory limits equal to its requests:
+    # otherwise the kubelet puts the workers in the Burstable class, first to be evicted.
+    children = build_children("af", FACILITY, the_plan())
+    spec = WorkerFleetSpec.model_validate({**children[1]["spec"], "rampUp": {"jitterSeconds": 30}})
+    objs = build_fleet("af-dask", "ns", spec, FleetPlan.model_validate(children[1]["status"]["plan"]), helper_image="img:1")
+    for dep in objs:
+        pod = dep["spec"]["template"]["spec"]
+        assert [c["name"] for c in pod["initContainers"]] == ["jitter"]
+        for c in pod["initContainers"] + pod["containers"]:
+            res = c["resources"]
+            assert {k: res["limits"].get(k) for k in ("cpu", "memory")} == \
+                {k: res["requests"].get(k) for k in ("cpu", "memory")}, (c["name"], res)
+            assert res["limits"].get("cpu") and res["limits"].get("memory"), (c["name"], res)
+
+
 def test_cache_pod_prepares_its_directories_and_mounts_token_auth():
     spec = XCachePoolSpec.model_validate({
         "facilityRef": {"name": "af"}, "origin": {"host": "origin.example.org"},
