@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError
 
 from .api.analysisfacility import AnalysisFacilitySpec, Network
 from .api.base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN, REPELLING_EFFECTS, DnsLabel, LabelKey, LabelValue, Model, Taint, Toleration, admits
+from .api.units import MAX_NIC_GBPS, MIN_GBPS
 
 GIB = 1024**3
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
@@ -62,9 +63,11 @@ class NodeInfo:
         return self.labels.get(key)
 
     def nic(self, annotation: str) -> float | None:
-        """NIC Gbps from the facility's annotation, else from the default one."""
+        """NIC Gbps from the facility's annotation, else from the default one. An annotation outside
+        what the schema admits for a NIC (MIN_GBPS to MAX_NIC_GBPS: say '5e-324' or 'inf') is no NIC
+        speed: the facility's default stands for it."""
         parsed = _positive_float(self.annotations.get(annotation))
-        return parsed if parsed is not None else self.nic_gbps
+        return parsed if parsed is not None and MIN_GBPS <= parsed <= MAX_NIC_GBPS else self.nic_gbps
 
 
 def _positive_float(text: str | None) -> float | None:
@@ -201,7 +204,7 @@ class NodeGroup(Model):
 
     name: DnsLabel = Field(description="Name prefix; nodes are named '<switch>-<name>-<i>' (or '<switch>-<name>' when count is 1).")
     count: int = Field(default=1, ge=1, le=10000, description="How many such nodes.")
-    nic_gbps: float = Field(default=25.0, gt=0, le=1600, description="NIC speed in Gbps.")
+    nic_gbps: float = Field(default=25.0, ge=MIN_GBPS, le=MAX_NIC_GBPS, description="NIC speed in Gbps.")
     cpu: int = Field(default=32, ge=1, le=4096, description="Allocatable CPU cores.")
     memory_gib: int = Field(default=128, ge=1, le=65536, description="Allocatable memory in GiB.")
     pods: int = Field(default=110, ge=1, le=10000, description="Allocatable pods.")
@@ -219,7 +222,7 @@ class NodeGroup(Model):
 
 class TopologySwitch(Model):
     name: LabelValue = Field(description="Switch name (the switch label's value on its nodes).")
-    uplink_gbps: float = Field(gt=0, le=100000, description="Uplink capacity to the spine in Gbps.")
+    uplink_gbps: float = Field(ge=MIN_GBPS, le=100000, description="Uplink capacity to the spine in Gbps.")
     nodes: list[NodeGroup] = Field(default=[], description="Node groups cabled to this switch.")
 
 
@@ -229,7 +232,7 @@ class TopologyFile(Model):
     switch_label: LabelKey = Field(default="switchyard.dev/switch", description="Label carrying the switch name.")
     nvme_label: LabelKey = Field(default="switchyard.dev/nvme", description="Label marking NVMe nodes (value: disk count).")
     nic_gbps_annotation: LabelKey = Field(default="switchyard.dev/nic-gbps", description="Annotation carrying the NIC speed.")
-    wan_gbps: float = Field(default=100.0, gt=0, description="Capacity towards the origins, Gbps.")
+    wan_gbps: float = Field(default=100.0, ge=MIN_GBPS, description="Capacity towards the origins, Gbps.")
     switches: list[TopologySwitch] = Field(min_length=1, description="Switches and their nodes.")
 
     def node_infos(self) -> list[NodeInfo]:

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from .base import CommonStatus, LabelKey, LabelValue, Model, cel, rules
 from .s3staging import S3StagingBody
+from .units import MAX_NIC_GBPS, MIN_GBPS
 from .workerfleet import InlineFleet
 from .xcachepool import InlinePool
 
@@ -18,7 +19,7 @@ class Switch(Model):
     """One network switch (rack or top-of-rack) and its uplink to the spine."""
 
     name: LabelValue = Field(description="Switch name: the value of the switch label on the nodes behind it.")
-    uplink_gbps: float = Field(gt=0, le=100000, description="Uplink capacity to the spine in Gbps, each direction.")
+    uplink_gbps: float = Field(ge=MIN_GBPS, le=100000, description="Uplink capacity to the spine in Gbps, each direction (at least 0.001).")
 
 
 class Network(Model):
@@ -32,8 +33,8 @@ class Network(Model):
         default="switchyard.dev/nic-gbps",
         description="Node annotation giving the node's NIC speed in Gbps.",
     )
-    default_nic_gbps: float = Field(default=25.0, gt=0, le=1600, description="NIC speed assumed for nodes without the annotation.")
-    wan_gbps: float = Field(default=100.0, gt=0, le=100000, description="Capacity towards the origins (cache fills), in Gbps.")
+    default_nic_gbps: float = Field(default=25.0, ge=MIN_GBPS, le=MAX_NIC_GBPS, description="NIC speed assumed for nodes without the annotation (at least 0.001).")
+    wan_gbps: float = Field(default=100.0, ge=MIN_GBPS, le=100000, description="Capacity towards the origins (cache fills), in Gbps (at least 0.001).")
     switches: list[Switch] = Field(
         min_length=1,
         max_length=1000,

@@ -22,6 +22,7 @@ from .base import (
     tolerations_field,
 )
 from .plans import FleetPlan
+from .units import MIN_GBPS
 from .xcachepool import SwitchCount
 
 DEFAULT_DASK_IMAGE = "ghcr.io/dask/dask:2024.12.1-py3.12"
@@ -115,7 +116,7 @@ class WorkerFleetBody(Model):
     image: ImageRef | None = Field(default=None, description="Worker image; defaults to the engine's image.")
     cores: int = Field(default=1, ge=1, le=256, description="CPU cores per worker (request and limit).")
     memory_gib: float = Field(default=4.0, ge=0.0625, le=4096, description="Memory per worker in GiB (request and limit), at least 0.0625 (64 MiB).")
-    read_gbps: float = Field(default=0.2, gt=0, le=400, description="Gbps one busy worker reads; the planner's demand per worker.")
+    read_gbps: float = Field(default=0.2, ge=MIN_GBPS, le=400, description="Gbps one busy worker reads; the planner's demand per worker (at least 0.001).")
     pool: DnsLabel | None = Field(default=None, description="Name of the facility's cache pool to read through; defaults to the first pool.")
     staging: DnsLabel | None = Field(default=None, description="Name of an S3Staging whose endpoint and credentials the workers receive.")
     tolerations: list[Toleration] = tolerations_field("the workers (and of the Dask scheduler the fleet creates)")

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from .plans import PoolPlan
+from .units import MIN_GBPS
 from .base import (
     DNS_NAME_PATTERN,
     PORT_PATTERN,
@@ -205,7 +206,7 @@ class XCachePoolBody(Model):
     )
     tolerations: list[Toleration] = tolerations_field("the cache pods")
     max_hosts_per_switch: int = Field(default=8, ge=0, le=1000, description="Upper bound on cache hosts on one switch.")
-    serve_gbps: float = Field(default=40.0, gt=0, le=800, description="What one cache host can serve, in Gbps (capped by the node's NIC).")
+    serve_gbps: float = Field(default=40.0, ge=MIN_GBPS, le=800, description="What one cache host can serve, in Gbps (capped by the node's NIC; at least 0.001).")
     serve_headroom: float = Field(default=0.0, ge=0, le=0.5, description=(
         "Share of serveGbps the planner keeps free on every cache host: it plans and predicts each host at "
         "serveGbps x (1 - serveHeadroom) at most. Sequential readers lose throughput on a host near its cap "

@@ -125,8 +125,30 @@ def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[
             if not any(r.name in refused for r in requests):
                 raise
         else:
-            # outside the try: a fault of the prediction is the facility's, not a standalone fleet's
-            return with_fair_share(topology, pools, inline + requests, result), refused
+            missing = unaccounted(result, inline + requests)
+            if not missing:
+                # outside the try: a fault of the prediction is the facility's, not a standalone fleet's
+                return with_fair_share(topology, pools, inline + requests, result), refused
+            own = [f.name for f in inline if f.name in missing]
+            if own or not requests:
+                raise planner.Unsatisfiable("PlanIncomplete", "; ".join(missing[name] for name in own or missing))
+            for name in missing:
+                refused[name] = ("PlanIncomplete", missing[name])
+
+
+def unaccounted(plan: planner.Plan, fleets: Sequence[FleetRequest]) -> dict[str, str]:
+    """Fleets whose workers the plan neither places nor counts as unplaced, and what it has of them.
+
+    Such a plan would leave a fleet waiting for a re-plan that brings the same (AwaitingPlan, with no
+    reason): the planner's fault on a degenerate input. The fleet is refused with this message instead."""
+    out = {}
+    for fleet in fleets:
+        placed = sum(plan.placement.workers.get(fleet.name, {}).values())
+        unplaced = plan.unplaced.get(fleet.name, 0)
+        if placed + unplaced != fleet.body.replicas:
+            out[fleet.name] = (f"fleet {fleet.name}: the plan places {placed} and leaves {unplaced} unplaced of its "
+                               f"{fleet.body.replicas} workers; the planner failed on this input")
+    return out
 
 
 def current_placement(children: Sequence[dict], standalone: Sequence[dict], spec: AnalysisFacilitySpec,

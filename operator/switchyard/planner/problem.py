@@ -10,8 +10,10 @@ same input always builds the same model.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from ..api.units import MIN_GBPS
 from ..api.xcachepool import EXPORTER_REQUESTS
 from ..topology import Host, Topology, parse_quantity
 from .model import FleetRequest, PoolRequest, Unsatisfiable
@@ -164,7 +166,29 @@ def worker_eligible(host: Host, fleet: FleetRequest) -> bool:
     return host.admits(fleet.body.tolerations)
 
 
+def _check_numbers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest]) -> None:
+    """Every capacity and demand at least MIN_GBPS and finite, as the schema admits them: below, the model's
+    coefficients leave what HiGHS solves (an uplink of 5e-324 Gbps gave a plan without a fleet's workers).
+    A topology built around the schema (a file, a test) is refused with the number named, not planned."""
+    for fleet in fleets:
+        _floor(fleet.body.read_gbps, f"fleet {fleet.name}: readGbps", fleet.name)
+    for pool in pools:
+        _floor(pool.body.serve_gbps, f"pool {pool.name}: serveGbps")
+    _floor(topology.wan_gbps, "the WAN (spec.network.wanGbps)")
+    for sw in topology.switches:
+        _floor(sw.uplink_gbps, f"switch {sw.name}: uplinkGbps")
+        for host in sw.hosts:
+            _floor(host.nic_gbps, f"node {host.name}: its NIC")
+
+
+def _floor(value: float, what: str, fleet: str | None = None) -> None:
+    if not (math.isfinite(value) and value >= MIN_GBPS):
+        raise Unsatisfiable("DegenerateCapacity", f"{what} is {value:g} Gbps: the planner takes {MIN_GBPS:g} Gbps "
+                                                  "and more (and finite)", fleet=fleet)
+
+
 def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest]) -> Problem:
+    _check_numbers(topology, pools, fleets)
     pool_specs = tuple(pool_spec(p) for p in pools)
     fleet_specs = tuple(
         FleetSpec(name=f.name, pool=fleet_pool_index(f, pools), replicas=f.body.replicas,

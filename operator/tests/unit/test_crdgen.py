@@ -59,8 +59,11 @@ def test_switch_names_are_a_map_list_so_duplicates_are_refused():
 
 
 def test_exclusive_minimum_is_openapi_v3_0():
+    target = model_schema(AnalysisFacilitySpec)["properties"]["targetGbps"]
+    assert target["minimum"] == 0 and target["exclusiveMinimum"] is True
+    # an inclusive floor stays one (the capacities the planner divides by, at least 0.001 Gbps)
     uplink = model_schema(AnalysisFacilitySpec)["properties"]["network"]["properties"]["switches"]["items"]["properties"]["uplinkGbps"]
-    assert uplink["minimum"] == 0 and uplink["exclusiveMinimum"] is True
+    assert uplink["minimum"] == 0.001 and "exclusiveMinimum" not in uplink
 
 
 def test_optional_objects_default_to_empty_so_nested_defaults_apply():

@@ -3,8 +3,12 @@ CEL rules, evaluated offline), the host-path policy, the plan contract, names an
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import pathlib
 import re
+
+import yaml
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,12 +22,21 @@ from switchyard.api.plans import FleetPlan, PoolPlan, decode
 from switchyard.api.s3staging import Bucket, External
 from switchyard.builders.common import child_name
 from switchyard.builders.facility import pool_object_name
+from switchyard import conditions as cond
+from switchyard import planner
+from switchyard.api.units import MIN_GBPS
 from switchyard.conditions import printable
+from switchyard.desired.facility import desired_facility
+from switchyard.desired.workerfleet import awaiting
+from switchyard.settings import Settings
 from switchyard.desired.facility import plan_with_attached as _plan
 from switchyard.planner import Unsatisfiable
 from switchyard.render import render
 from switchyard.topology import NodeInfo, snapshot
 from switchyard.topology import load_topology
+
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def pool(**storage) -> dict:
@@ -374,3 +387,118 @@ def test_a_child_the_api_server_refuses_is_said_on_the_object_not_only_retried(m
     monkeypatch.setattr(conv, "sync_children", answer(503))
     with pytest.raises(ApiError):
         conv.converge(body, [child], ("XCachePool",), logging.getLogger("test"))
+
+
+# ------------------------------------------------------------------ 8. degenerate numbers
+MINI_NODES = load_topology(yaml.safe_load((REPO / "e2e" / "topologies" / "mini.yaml").read_text()), "mini").node_infos()
+
+
+def mini_facility(workers: int = 6) -> dict:
+    return {"network": {"switches": [{"name": "rack-a", "uplinkGbps": 80}, {"name": "rack-b", "uplinkGbps": 80},
+                                     {"name": "rack-c", "uplinkGbps": 40}]},
+            "routing": "auto",
+            "cachePools": [{"name": "xcache", "serveGbps": 45, "origin": {"host": "origin.example.org"},
+                            "resources": {"cpu": "2", "memory": "12Gi"}}],
+            "fleets": [{"name": "dask", "replicas": workers, "cores": 2, "memoryGiB": 4, "readGbps": 1,
+                        "dask": {"schedulerAddress": "tcp://scheduler.example.org:8786"}}]}
+
+
+CAPACITIES = {  # every Gbps the planner divides by or multiplies with, and where it sits in a facility's spec
+    "uplinkGbps": lambda s, v: s["network"]["switches"][0].update(uplinkGbps=v),
+    "wanGbps": lambda s, v: s["network"].update(wanGbps=v),
+    "defaultNicGbps": lambda s, v: s["network"].update(defaultNicGbps=v),
+    "serveGbps": lambda s, v: s["cachePools"][0].update(serveGbps=v),
+    "readGbps": lambda s, v: s["fleets"][0].update(readGbps=v),
+}
+
+
+@pytest.mark.parametrize("field", sorted(CAPACITIES))
+@pytest.mark.parametrize("value", [5e-324, 1e-300, 1e-9, 0.000999, 0.0, -1.0])
+def test_capacities_below_a_megabit_are_refused_by_the_schema(field, value):
+    spec = mini_facility()
+    CAPACITIES[field](spec, value)
+    with pytest.raises(ValidationError, match=field):
+        AnalysisFacilitySpec.model_validate(spec)
+
+
+@pytest.mark.parametrize("field", sorted(CAPACITIES))
+def test_every_capacity_at_its_floor_plans_every_worker(field):
+    # (at 5e-324 the uplink's row divided by it: the plan placed none of the fleet's 6 workers and called
+    # none unplaced, and the fleet stood AwaitingPlan for good; a serveGbps of 5e-324 never came back)
+    spec = mini_facility()
+    CAPACITIES[field](spec, MIN_GBPS)
+    out = desired_facility("af", spec, None, MINI_NODES, [], [], Settings())
+    assert out.converges, out.states["Ready"]
+    plan = next(c for c in out.children if c["kind"] == "WorkerFleet")["status"]["plan"]
+    assert sum(plan["workers"].values()) + plan.get("unplaced", 0) == 6
+    if field == "uplinkGbps":  # the other switches had room: every worker is placed, none behind the floor
+        assert sum(plan["workers"].values()) == 6 and "rack-a" not in plan["workers"]
+
+
+@pytest.mark.parametrize("where", ["uplink", "wan", "nic"])
+def test_a_topology_built_around_the_schema_is_refused_naming_the_number(where):
+    spec = AnalysisFacilitySpec.model_validate(mini_facility())
+    topology = snapshot(MINI_NODES, spec.network)
+    if where == "uplink":
+        topology = dataclasses.replace(topology, switches=(dataclasses.replace(topology.switches[0], uplink_gbps=5e-324),
+                                                           *topology.switches[1:]))
+    elif where == "wan":
+        topology = dataclasses.replace(topology, wan_gbps=float("inf"))
+    else:
+        first = topology.switches[0]
+        topology = dataclasses.replace(topology, switches=(dataclasses.replace(first, hosts=(
+            dataclasses.replace(first.hosts[0], nic_gbps=float("nan")), *first.hosts[1:])), *topology.switches[1:]))
+    with pytest.raises(Unsatisfiable) as info:
+        _plan(topology, spec, [], None)
+    assert info.value.reason == "DegenerateCapacity"
+    assert {"uplink": "switch rack-a: uplinkGbps is 4.94066e-324", "wan": "WAN", "nic": "its NIC is nan"}[where] \
+        in info.value.message
+
+
+@pytest.mark.parametrize("annotation", ["5e-324", "0.0009", "inf", "nan", "-3", "1e9", "fast"])
+def test_a_node_annotation_outside_a_nics_range_is_no_nic_speed(annotation):
+    node = dataclasses.replace(MINI_NODES[0], annotations={"switchyard.dev/nic-gbps": annotation}, nic_gbps=25.0)
+    assert node.nic("switchyard.dev/nic-gbps") == 25.0
+    assert dataclasses.replace(node, annotations={"switchyard.dev/nic-gbps": "0.001"}).nic("switchyard.dev/nic-gbps") == 0.001
+
+
+def test_a_plan_that_loses_workers_refuses_the_fleet_with_its_numbers(monkeypatch):
+    topology = snapshot(load_topology(TOPOLOGY, "t").node_infos(), FACILITY.network)
+    real = planner.plan
+
+    def losing(topology, pools, fleets, routing, current=None):
+        result = real(topology, pools, fleets, routing, current=current)
+        workers = {k: v for k, v in result.placement.workers.items() if k != "lost"}
+        return dataclasses.replace(result, placement=dataclasses.replace(result.placement, workers=workers))
+    monkeypatch.setattr(planner, "plan", losing)
+    plan, refused = _plan(topology, FACILITY, [team("good"), team("lost")], None)
+    assert refused["lost"][0] == "PlanIncomplete" and "places 0 and leaves 0 unplaced of its 2" in refused["lost"][1]
+    assert sum(plan.placement.workers["good"].values()) == 2
+    own = FACILITY.model_copy(update={"fleets": [FACILITY.fleets[0].model_copy(update={"name": "lost"})]})
+    with pytest.raises(Unsatisfiable) as info:
+        _plan(topology, own, [team("good")], None)
+    assert info.value.reason == "PlanIncomplete" and "fleet lost" in info.value.message
+    # desired_facility says it on the facility, for its generation
+    out = desired_facility("af", own.to_wire(), None, load_topology(TOPOLOGY, "t").node_infos(), [], [], Settings())
+    assert out.states["Ready"].reason == "PlanIncomplete" and not out.converges
+
+
+def _states(reason: str, status: bool = False, progressing: bool = False) -> dict:
+    return {"status": {"conditions": [{"type": "Ready", "status": "True" if status else "False", "reason": reason,
+                                       "message": "why\nnot"},
+                                      {"type": "Progressing", "status": "True" if progressing else "False",
+                                       "reason": reason}]}}
+
+
+def test_a_fleet_waiting_for_its_plan_says_what_its_facility_says():
+    waiting = cond.progressing("AwaitingPlan", "waiting for AnalysisFacility af to place this fleet")
+    assert awaiting(waiting, "af", None)["Ready"].reason == "FacilityNotFound"
+    held = awaiting(waiting, "af", _states("PlanningFailed"))["Ready"]
+    assert (held.reason, held.status) == ("FacilityNotReady", False)
+    assert "Ready=False PlanningFailed: why; not" in held.message  # one printable line
+    moving = awaiting(waiting, "af", _states("ChildrenNotReady", progressing=True))["Ready"]
+    assert moving.reason == "AwaitingPlan" and "ChildrenNotReady" in moving.message
+    assert "has not reported" in awaiting(waiting, "af", {"status": {}})["Ready"].message
+    assert awaiting(waiting, "af", _states("Ready", status=True)) == waiting  # it is about to
+    ramping = cond.progressing("RampingUp", "3/6 started")
+    assert awaiting(ramping, "af", None) == ramping  # only a wait for a plan is explained
