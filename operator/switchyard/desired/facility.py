@@ -65,16 +65,23 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
     # A standalone fleet the facility could not place answers for itself (its own condition).
     placed = [f for f, _ in attached if f["metadata"]["name"] not in refused]
     problems = plan_problems(topology, plan)
-    states = facility_states(_as_desired(desired, children) + placed, problems)
+    states = facility_states(_as_desired(desired, children), problems, placed)
     return Outcome(status, states, children=desired,
                    # fleet_plans: (name, plan) of every valid attached fleet, written to its status.plan;
                    # placed and problems: to judge the children again once they are written (facility_states)
                    extra={"spec": spec, "plan": plan, "fleet_plans": plans, "placed": placed, "problems": problems})
 
 
-def facility_states(children: Sequence[dict], problems: Sequence[tuple[str, str]]) -> dict[str, cond.State]:
-    """Ready when every child is; Degraded by what the plan had to do without (first reason wins)."""
-    states = children_state(children)
+def facility_states(children: Sequence[dict], problems: Sequence[tuple[str, str]],
+                    attached: Sequence[dict] = ()) -> dict[str, cond.State]:
+    """Ready when every child of its own is; Degraded by what the plan had to do without (first reason
+    wins), or by a Degraded child.
+
+    `attached`: the standalone fleets it places, another team's: they answer for themselves (their own
+    conditions) and never hold the facility's Ready, so one team's fleet, starting, stuck or asking for more
+    than the nodes hold, does not turn the shared facility Ready=False; their workers that fit no node are
+    its Degraded WorkersUnplaced, and a Degraded one is named as a child is."""
+    states = children_state(children, attached)
     if problems:
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
     return states
@@ -216,9 +223,9 @@ def _ready(child: dict) -> bool:
     return current and cond.is_true(status.get("conditions"), "Ready")
 
 
-def children_state(children: Sequence[dict]) -> dict[str, cond.State]:
+def children_state(children: Sequence[dict], attached: Sequence[dict] = ()) -> dict[str, cond.State]:
     not_ready = [c for c in children if not _ready(c)]
-    degraded = [c for c in children if cond.is_true((c.get("status") or {}).get("conditions"), "Degraded")]
+    degraded = [c for c in [*children, *attached] if cond.is_true((c.get("status") or {}).get("conditions"), "Degraded")]
     if not not_ready:
         states = cond.ready(f"{len(children)} children ready")
     else:

@@ -45,8 +45,8 @@ def reconcile(body, logger, node_index, pool_index, fleet_index, staging_index, 
             kube().apply_status("WorkerFleet", namespace, fleet, {"plan": plan.to_wire()}, manager=PLAN_FIELD_MANAGER)
             wake("WorkerFleet", namespace, fleet)  # see converge
         # Judge the children as the writes left them: one given a new spec has not seen it yet.
-        states = facility_states([wrote.live.get(child_key(c), c) for c in outcome.children] + outcome.extra["placed"],
-                                 outcome.extra["problems"])
+        states = facility_states([wrote.live.get(child_key(c), c) for c in outcome.children],
+                                 outcome.extra["problems"], outcome.extra["placed"])
     spec, plan = outcome.extra["spec"], outcome.extra["plan"]
     pool_names = {p.name: pool_object_name(name, p.name) for p in spec.cache_pools}
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))

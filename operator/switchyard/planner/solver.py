@@ -33,7 +33,7 @@ from .problem import build_problem
 from .repair import large, repair
 from .realise import _current, _fit_to_packing, _plan_of, _realise, _ring_weights
 from .stages import EXACT_LIMIT, solve, upper_bound
-from .stay import better, staying
+from .stay import better, stay_placement, staying
 
 # Re-solves when a switch's planned workers do not pack onto its nodes.
 PACKING_ROUNDS = 4
@@ -41,6 +41,72 @@ PACKING_ROUNDS = 4
 
 def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str = "auto",
          current: Placement | None = None) -> Plan:
+    """The plan; see the module's docstring. When the fleets ask for more than the nodes hold, what runs
+    keeps its place: a newcomer (or a fleet's growth) gets what remains (`keeping`)."""
+    result = _replan(topology, pools, fleets, routing, current)
+    if current is None or not result.unplaced or not displaced(topology, pools, fleets, current, result):
+        return result
+    kept = keeping(topology, pools, fleets, routing, current)
+    return kept if kept is not None else result
+
+
+def displaced(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], current: Placement,
+              result: Plan) -> bool:
+    """Whether `result` takes a running pod from where it is: a cache host that could stay, or a worker of
+    a fleet that did not shrink, on its switch and with its routing (local or ring)."""
+    today = stay_placement(topology, pools, fleets, current)
+    if today is None:
+        return True
+    after = result.placement
+    for pool, by_switch in today.caches.items():
+        for switch, nodes in by_switch.items():
+            if set(nodes) - set(after.caches.get(pool, {}).get(switch, ())):
+                return True
+    replicas = {f.name: f.body.replicas for f in fleets}
+    for fleet, by_switch in today.workers.items():
+        if fleet not in replicas or sum(by_switch.values()) > replicas[fleet]:
+            continue    # gone, or shrunk: its own choice frees room
+        for switch, n in by_switch.items():
+            ring, ring_after = min(n, today.hashed.get(fleet, {}).get(switch, 0)), \
+                Placement._ring(after, fleet, switch)
+            now = after.workers.get(fleet, {}).get(switch, 0)
+            if ring_after < ring or now - ring_after < n - ring:
+                return True
+    return False
+
+
+def keeping(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str,
+            current: Placement) -> Plan | None:
+    """The plan that keeps every running pod where it is (cache hosts, and the workers of every fleet that
+    did not shrink, each on its switch with its routing) and places the rest into what remains, in the
+    plan's own order (Gbps, then the fewest unplaced, the calmest peak, the fewest moves).
+
+    A newcomer asking for more than the facility holds gets what is left, not what others run. None when
+    what runs can no longer stay (a node or a switch lost): then the whole re-plan stands."""
+    problem = build_problem(topology, pools, fleets)
+    today = _current(problem, current)
+    fm = formulate(problem, routing, today)
+    m = fm.model
+    running = {j: sum(current.workers.get(f.name, {}).values()) for j, f in enumerate(problem.fleets)}
+    pins = [(fm.local.get(key), n) for key, n in today.workers.items()
+            if running[key[0]] <= problem.fleets[key[0]].replicas]
+    pins += [(fm.ring.get(key), n) for key, n in today.ring.items()
+             if running[key[0]] <= problem.fleets[key[0]].replicas]
+    pins += [(fm.caches.get(key), n) for key, n in today.caches.items()]
+    for v, n in pins:
+        if not n:
+            continue
+        if v is None or m.ub[v] < n:
+            return None
+        m.lb[v] = n
+    try:
+        return _solved(topology, pools, fleets, problem, fm, routing, current)[0]
+    except Infeasible:
+        return None
+
+
+def _replan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], routing: str,
+            current: Placement | None) -> Plan:
     if current is not None and not any(current.caches.values()) and not any(
             n for by_switch in current.workers.values() for n in by_switch.values()):
         current = None      # nothing runs yet (a facility's first reconcile): a first plan, nothing to keep

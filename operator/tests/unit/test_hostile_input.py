@@ -26,11 +26,11 @@ from switchyard import conditions as cond
 from switchyard import planner
 from switchyard.api.units import MIN_GBPS
 from switchyard.conditions import printable
-from switchyard.desired.facility import desired_facility
+from switchyard.desired.facility import desired_facility, facility_states
 from switchyard.desired.workerfleet import awaiting
 from switchyard.settings import Settings
 from switchyard.desired.facility import plan_with_attached as _plan
-from switchyard.planner import Unsatisfiable
+from switchyard.planner import FleetRequest, PoolRequest, Unsatisfiable, solver
 from switchyard.render import render
 from switchyard.topology import NodeInfo, snapshot
 from switchyard.topology import load_topology
@@ -286,6 +286,70 @@ def test_a_standalone_fleet_the_facility_cannot_place_is_refused_alone():
     assert sorted(refused) == ["fat", "huge", "nopool"]
     assert refused["nopool"][0] == "UnknownPool" and refused["huge"][0] == "NoNodeFitsWorker"
     assert sum(plan.placement.workers["good"].values()) == 2 and sum(plan.placement.workers["dask"].values()) == 4
+
+
+def greedy_scene(**greedy):
+    """The e2e facility (mini topology, 6 dask workers) with a team's fleet of 2 running, and a greedy fleet."""
+    spec = AnalysisFacilitySpec.model_validate({**mini_facility(6), "routing": "local"})
+    topology = snapshot(MINI_NODES, spec.network)
+    running, _ = _plan(topology, spec, [team("good")], None)
+    body = {"replicas": 100_000, "cores": 8, "memoryGiB": 1, "readGbps": 0.1, **greedy}
+    return spec, topology, running, team("greedy", **body)
+
+
+def kept(plan, fleets=("dask", "good")) -> tuple:
+    p = plan.placement
+    return ({f: dict(p.workers[f]) for f in fleets}, {f: dict(p.hashed.get(f, {})) for f in fleets}, dict(p.caches))
+
+
+def test_a_newcomer_beyond_capacity_gets_what_remains_and_moves_nothing_that_runs():
+    spec, topology, running, greedy = greedy_scene()
+    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
+    fleets = [FleetRequest("dask", spec.fleets[0]), FleetRequest("good", team("good")[1]), FleetRequest("greedy", greedy[1])]
+    # The hostile input: the whole re-plan would move the running workers (and drop cache hosts) for the newcomer.
+    assert kept(solver._replan(topology, pools, fleets, spec.routing, running.placement)) != kept(running)
+    plan, refused = _plan(topology, spec, [team("good"), greedy], running.placement)
+    assert not refused and kept(plan) == kept(running)
+    placed = sum(plan.placement.workers["greedy"].values())
+    assert placed > 0 and plan.unplaced == {"greedy": 100_000 - placed}
+    # What it got is all that remains: one worker more stays unplaced, and nothing moves for it.
+    spec_more = team("greedy", replicas=placed + 1, cores=8, memoryGiB=1, readGbps=0.1)
+    again, _ = _plan(topology, spec, [team("good"), spec_more], plan.placement)
+    assert again.unplaced == {"greedy": 1} and again.placement == plan.placement
+
+
+def test_a_running_fleet_that_grows_beyond_capacity_keeps_its_workers_where_they_are():
+    spec, topology, running, _ = greedy_scene()
+    grown = spec.model_copy(update={"fleets": [spec.fleets[0].model_copy(update={"replicas": 100_000, "cores": 8})]})
+    plan, _ = _plan(topology, grown, [team("good")], running.placement)
+    for switch, n in running.placement.workers["dask"].items():
+        assert plan.placement.workers["dask"][switch] >= n
+    assert kept(plan, ("good",)) == kept(running, ("good",))
+    assert sum(plan.placement.workers["dask"].values()) + plan.unplaced["dask"] == 100_000
+
+
+def test_when_everything_fits_the_re_plan_is_the_planners_own():
+    spec, topology, running, _ = greedy_scene()
+    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
+    small = team("small", replicas=3)
+    fleets = [FleetRequest("dask", spec.fleets[0]), FleetRequest("good", team("good")[1]), FleetRequest("small", small[1])]
+    assert planner.plan(topology, pools, fleets, spec.routing, current=running.placement) == \
+        solver._replan(topology, pools, fleets, spec.routing, running.placement)
+
+
+def test_an_attached_fleet_never_holds_the_facilitys_ready():
+    own = [{"kind": "XCachePool", "metadata": {"name": "af-xc", "generation": 1},
+            "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}}]
+    short = {"kind": "WorkerFleet", "metadata": {"name": "greedy", "generation": 1}, "status": {
+        "observedGeneration": 1, "conditions": [{"type": "Ready", "status": "False", "reason": "InsufficientCapacity"}]}}
+    new = {"kind": "WorkerFleet", "metadata": {"name": "new", "generation": 1}}
+    problems = [("WorkersUnplaced", "fleet greedy: 99000 worker(s) fit no node")]
+    states = facility_states(own, problems, [short, new])
+    assert states["Ready"].status and states["Degraded"].reason == "WorkersUnplaced"
+    sick = {**short, "status": {**short["status"], "conditions": [{"type": "Degraded", "status": "True"}]}}
+    assert facility_states(own, [], [sick])["Degraded"].reason == "ChildDegraded"
+    # its own children still hold it
+    assert not facility_states(own + [new], [], [])["Ready"].status
 
 
 def test_what_fails_without_any_standalone_fleet_is_the_facilitys():
