@@ -15,7 +15,7 @@ def test_a_rule_reads_the_fields_it_names_and_self_whole_when_it_names_none():
 
 def test_a_rule_on_some_fields_still_refuses_what_it_refused():
     network = {"switches": [{"name": f"sw{i}", "uplinkGbps": 10} for i in range(500)]}
-    fleet = {"name": "d", "pool": "missing", "dask": {}}
+    fleet = {"name": "d", "pool": "missing", "dask": {"createScheduler": True}}
     with pytest.raises(ValueError, match="every fleet's pool must name one of spec.cachePools"):
         AnalysisFacilitySpec.model_validate({"network": network, "fleets": [fleet],
                                              "cachePools": [{"name": "x", "origin": {"host": "o.example.org"}}]})
