@@ -64,6 +64,10 @@ class Prometheus:
             raise AssertionError(f"{expression!r} returned {len(result)} series, expected one")
         return float(result[0]["value"][1])
 
+    def rules(self) -> list[dict]:
+        """Every rule Prometheus loaded, with its health, last error and last evaluation."""
+        return [rule for group in self._get("/api/v1/rules")["data"]["groups"] for rule in group["rules"]]
+
     def targets_up(self) -> bool:
         active = self._get("/api/v1/targets")["data"]["activeTargets"]
         return bool(active) and all(target["health"] == "up" for target in active)
@@ -81,9 +85,10 @@ class Prometheus:
 
 @contextmanager
 def run_prometheus(targets: list[str], workdir: Path | None = None,
-                   scrape_configs: list[dict] | None = None) -> Iterator[Prometheus]:
+                   scrape_configs: list[dict] | None = None, rule_files: list[Path] = ()) -> Iterator[Prometheus]:
     """Start Prometheus scraping `targets` (host:port) every second, or with `scrape_configs`
-    as given (each job's interval defaults to the global 1 s); stop it afterwards."""
+    as given (each job's interval defaults to the global 1 s), evaluating `rule_files` every
+    second; stop it afterwards."""
     if shutil.which("prometheus") is None:
         raise RuntimeError("prometheus is not installed: run hack/install-xrootd.sh")
     base = Path(tempfile.mkdtemp(prefix="switchyard-prom-", dir=workdir))
@@ -91,6 +96,7 @@ def run_prometheus(targets: list[str], workdir: Path | None = None,
     config.write_text(json.dumps({  # JSON is YAML
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "scrape_configs": scrape_configs or [{"job_name": "switchyard", "static_configs": [{"targets": targets}]}],
+        "rule_files": [str(Path(f).resolve()) for f in rule_files],
     }))
     port = _free_port()
     log = base / "prometheus.log"

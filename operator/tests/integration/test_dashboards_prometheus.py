@@ -16,6 +16,11 @@ evaluate, every metric it names must exist, and the throughput panels must
 return data. Every switchyard_* series Prometheus holds must be declared in
 switchyard.metrics.catalog() (the source of docs/metrics.md).
 
+The same Prometheus loads the chart's alert rules (charts/switchyard/rules/alerts.yaml):
+every rule must evaluate without error, and the ones this healthy set-up can
+judge must agree with it. `promtool check metrics` reads both endpoints' real
+/metrics: a finding fails unless promtool_metrics_allow.txt lists it with its reason.
+
 The cluster is SWITCHYARD_E2E_CLUSTER (default switchyard-metrics), reused when
 running and removed afterwards unless SWITCHYARD_KEEP_CLUSTER is set.
 """
@@ -37,7 +42,7 @@ from prom import run_prometheus
 from xrootd_fixtures import (Account, cache_pool, free_port, require, start_cache, start_exporter, start_origin,
                              wait_until, workspace, xrdcp)
 
-from switchyard.generate import dashboards
+from switchyard.generate import alerts, dashboards
 from switchyard.apply import Kube
 from switchyard.exporterspec import DEFAULT_METRICS_PORT, exporter_args
 from switchyard.metrics import catalog, series_names
@@ -148,7 +153,7 @@ def prometheus(facility):
             caches.append(start_cache(base, account, pool, exporter_port=udp_port))
         cache = caches[0]
         targets = [f"127.0.0.1:{facility['metrics_port']}", *(f"{e.address}:{e.metrics_port}" for e in exporters)]
-        with run_prometheus(targets, base) as prom:
+        with run_prometheus(targets, base, rule_files=[REPO / alerts.RULES_FILE]) as prom:
             prom.wait_for(prom.targets_up, timeout=60, what="both targets up")
             # Wait for a first scrape of the exporter's counters, so the reads below are an increase.
             prom.wait_for(lambda: prom.query("switchyard_xcache_client_bytes_total"), timeout=60,
@@ -259,3 +264,82 @@ def test_every_exported_series_is_declared(prometheus):
     # And the plan metrics the reference documents are really served by the operator.
     plan = {m.name for m in catalog() if m.name.startswith("switchyard_plan_")}
     assert plan <= names, sorted(plan - names)
+
+
+# ------------------------------------------------------------------ alert rules
+ALLOW = pathlib.Path(__file__).with_name("promtool_metrics_allow.txt")
+# Metrics an alert uses that this set-up does not produce, and why.
+NOT_HERE = {"switchyard_s3_bucket_bytes": "no S3Staging here", "switchyard_s3_bucket_quota_bytes": "no S3Staging here",
+            "switchyard_s3_errors_total": "no S3Staging here"}
+
+
+@pytest.mark.parametrize("name", [a.name for a in alerts.alerts()])
+def test_every_alert_expression_evaluates(prometheus, name):
+    alert = next(a for a in alerts.alerts() if a.name == name)
+    prometheus.query(alert.expr)   # raises on a parse or evaluation error
+    # And Prometheus' rule manager evaluated the shipped rule without error.
+    prometheus.wait_for(lambda: any(r["name"] == name and r.get("lastEvaluation", "").startswith("2")
+                                    for r in prometheus.rules()), timeout=30, what=f"{name} evaluated")
+    (rule,) = [r for r in prometheus.rules() if r["name"] == name]
+    assert rule["health"] == "ok", rule.get("lastError")
+
+
+def test_every_alert_metric_exists_in_prometheus(prometheus):
+    names = set(prometheus._get("/api/v1/label/__name__/values")["data"])  # noqa: SLF001
+    wanted = {n for a in alerts.alerts() for n in dashboards.metric_names(a.expr)} - set(NOT_HERE)
+    assert wanted and not wanted - names, f"no series for {sorted(wanted - names)}"
+
+
+def test_the_alerts_agree_with_this_healthy_set_up(prometheus, facility):
+    """What the running operator and exporters make true or false: the joins and labels are right."""
+    by_name = {a.name: a for a in alerts.alerts()}
+    # The operator is up under job "switchyard".
+    assert prometheus.query(by_name["SwitchyardOperatorDown"].expr) == []
+    # Every xrootd reports: no exporter is silent.
+    assert prometheus.query(by_name["SwitchyardCacheSilent"].expr) == []
+    # The read switch has an exporter per planned host: not missing; the plan's other switches have none here.
+    planned = {r["metric"]["switch"] for r in prometheus.query(
+        f'switchyard_plan_pool_caches{{namespace="{facility["namespace"]}", pool="{facility["pool"]}"}} > 0')}
+    assert facility["switch"] in planned
+    missing = prometheus.query(by_name["SwitchyardCacheHostsMissing"].expr)
+    assert {r["metric"]["switch"] for r in missing} == planned - {facility["switch"]}
+    for r in missing:
+        assert {k: r["metric"][k] for k in ("namespace", "facility", "pool")} == {
+            "namespace": facility["namespace"], "facility": facility["facility"], "pool": facility["pool"]}
+    # Were one of the read switch's exporters gone, it would be missing: the count joins on pool and switch.
+    host = facility["host"]
+    without = by_name["SwitchyardCacheHostsMissing"].expr.replace(
+        '{mark="high"}', f'{{mark="high", host!="{host}"}}')
+    assert facility["switch"] in {r["metric"]["switch"] for r in prometheus.query(without)}
+
+
+def _allowed() -> set[str]:
+    """Findings listed in promtool_metrics_allow.txt (the text before ' # reason')."""
+    out = set()
+    for line in ALLOW.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            finding, _, reason = line.partition(" # ")
+            assert reason.strip(), f"{line!r}: an allowed finding needs its reason"
+            out.add(finding.strip())
+    return out
+
+
+def test_promtool_check_metrics_on_both_endpoints(prometheus, facility):
+    require("promtool")
+    import urllib.request
+
+    urls = sorted({t["scrapeUrl"] for t in prometheus._get("/api/v1/targets")["data"]["activeTargets"]})  # noqa: SLF001
+    assert f"http://127.0.0.1:{facility['metrics_port']}/metrics" in urls and len(urls) >= 2, urls
+    allowed, found, seen = _allowed(), {}, set()
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read()
+        assert b"switchyard_" in text, url
+        result = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60)
+        findings = [line.strip() for line in (result.stdout + result.stderr).decode().splitlines() if line.strip()]
+        if result.returncode != 0 and not findings:
+            findings = [f"promtool exited {result.returncode}"]
+        found[url] = [f for f in findings if f not in allowed]
+        seen.update(findings)
+    assert not any(found.values()), f"promtool check metrics findings (fix, or allow with a reason in {ALLOW.name}): {found}"
+    assert allowed <= seen, f"{ALLOW.name} allows findings promtool no longer reports: {sorted(allowed - seen)}"
