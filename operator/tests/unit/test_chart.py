@@ -15,7 +15,7 @@ import subprocess
 import pytest
 import yaml
 
-from switchyard.generate import chartvalues
+from switchyard.generate import alerts, chartvalues
 from switchyard.apply import RESOURCES
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -23,7 +23,8 @@ CHART = REPO / "charts" / "switchyard"
 CACHE = pathlib.Path(os.environ.get("SWITCHYARD_CACHE", pathlib.Path.home() / ".cache" / "switchyard"))
 KUBE_VERSION = "1.31.4"  # the local cluster's (a go-installed helm otherwise assumes v1.20)
 MONITORING = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
-              "--api-versions", "monitoring.coreos.com/v1/PodMonitor"]
+              "--api-versions", "monitoring.coreos.com/v1/PodMonitor",
+              "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"]
 
 
 def helm_binary() -> str:
@@ -64,7 +65,8 @@ VALUE_SETS = {
     "default": (),
     "namespaced": ("watch.mode=namespaced", "watch.namespaces={team-a,team-b}"),
     "everything-on": ("metrics.serviceMonitor.enabled=true", "metrics.cachePodMonitor.enabled=true",
-                      "metrics.serviceMonitor.labels.release=kps", "dashboards.namespace=monitoring",
+                      "metrics.serviceMonitor.labels.release=kps", "metrics.rules.enabled=true",
+                      "metrics.rules.labels.release=kps", "dashboards.namespace=monitoring",
                       "dashboards.annotations.grafana_folder=switchyard", "image.tag=0.1.1",
                       "operator.verbose=true", "operator.extraEnv.FOO=bar", "imagePullSecrets={regcred}",
                       "podLabels.team=hep", "nodeSelector.role=infra"),
@@ -264,6 +266,40 @@ def test_service_monitor_only_when_enabled_and_the_api_exists():
     assert pod_monitor["spec"]["namespaceSelector"] == {"any": True}
     namespaced = one(render(*on, *VALUE_SETS["namespaced"], extra=tuple(MONITORING)), "PodMonitor")
     assert namespaced["spec"]["namespaceSelector"] == {"matchNames": ["team-a", "team-b"]}
+
+
+def test_prometheus_rule_only_when_enabled_and_the_api_exists():
+    rules_api = ("--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
+    assert not by_kind(render("metrics.rules.enabled=true"), "PrometheusRule")
+    assert not by_kind(render(extra=rules_api), "PrometheusRule")
+    # Monitors but no PrometheusRule kind (a cluster with only some of the Prometheus Operator's CRDs).
+    others = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1")
+    assert not by_kind(render("metrics.rules.enabled=true", extra=others), "PrometheusRule")
+
+    docs = render("metrics.rules.enabled=true", "metrics.rules.labels.release=kps", "metrics.serviceMonitor.enabled=true",
+                  extra=tuple(MONITORING))
+    rule = one(docs, "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == "sy"
+    # The generated rules, with the operator's job the one its ServiceMonitor gives: the metrics Service's name.
+    job = one(docs, "Service")["metadata"]["name"]
+    assert one(docs, "ServiceMonitor")["spec"].get("jobLabel") is None
+    shipped = (CHART / alerts.RULES_FILE.removeprefix("charts/switchyard/")).read_text()
+    assert alerts.OPERATOR_JOB in shipped
+    assert rule["spec"] == yaml.safe_load(shipped.replace(alerts.OPERATOR_JOB, f'job="{job}"'))
+    exprs = [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert any(f'job="{job}"' in e for e in exprs) and not any(alerts.OPERATOR_JOB in e for e in exprs)
+    # Annotations reach Prometheus as templates (helm leaves {{ $labels.* }} alone).
+    annotations = [r["annotations"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert any("{{ $labels.switch }}" in a["description"] for a in annotations)
+
+    custom = one(render("metrics.rules.enabled=true", "metrics.rules.operatorJob=switchyard-operator",
+                        extra=rules_api), "PrometheusRule")
+    exprs = [r["expr"] for g in custom["spec"]["groups"] for r in g["rules"]]
+    assert any('job="switchyard-operator"' in e for e in exprs)
+    refused = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION,
+                   "--set", "metrics.rules.operatorJob=a\"b", check=False)
+    assert refused.returncode != 0 and "schema" in refused.stderr, refused.stderr
 
 
 def test_dashboards_are_configmaps_for_the_grafana_sidecar():
