@@ -73,6 +73,8 @@ PER_NAMESPACE = {
     "configmaps": ({"list", "create", "patch", "delete"}, "rendered xrootd configs: applied, pruned"),
     "services": ({"list", "create", "patch", "delete"}, "per-switch cache, scheduler and MinIO Services"),
     "poddisruptionbudgets.policy": ({"list", "create", "patch", "delete"}, "one PDB per cache pool"),
+    "networkpolicies.networking.k8s.io": ({"list", "create", "patch", "delete"},
+                                           "a Dask scheduler's and an embedded MinIO's ingress policy"),
     "pods": ({"list", "delete"}, "pods whose node moved to another switch are deleted to be re-placed"),
     "events": ({"create"}, "Created, Ready and reason events on switchyard objects"),
 }

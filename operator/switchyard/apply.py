@@ -56,6 +56,7 @@ RESOURCES: dict[str, Resource] = {
     "Deployment": Resource("apps/v1", "deployments"),
     "StatefulSet": Resource("apps/v1", "statefulsets"),
     "PodDisruptionBudget": Resource("policy/v1", "poddisruptionbudgets"),
+    "NetworkPolicy": Resource("networking.k8s.io/v1", "networkpolicies"),
     **{k.kind: Resource(f"{GROUP}/{VERSION}", k.plural) for k in KINDS},
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .api import S3StagingSpec
 from .builders.s3staging import build_staging
-from .desired import Outcome
+from .desired import Outcome, policy_peers
 from .desired.facility import desired_facility
 from .desired.workerfleet import desired_fleet, fleet_intent
 from .desired.xcachepool import desired_pool
@@ -67,7 +67,7 @@ def render(doc: dict, nodes: list, settings: Settings | None = None) -> list[dic
         else:
             spec = S3StagingSpec.model_validate(child["spec"])
             grandchildren = build_staging(child_name, namespace, spec, PLACEHOLDER_KEYS,
-                                          PLACEHOLDER_KEYS if spec.embedded else None)
+                                          PLACEHOLDER_KEYS if spec.embedded else None, policy_peers(settings))
         for obj in grandchildren:
             obj["metadata"]["namespace"] = namespace
         out.extend(grandchildren)

@@ -41,6 +41,10 @@ class Settings:
     drift_read_seconds: float = 15              # SWITCHYARD_DRIFT_READ_SECONDS: exporter reads per facility
     drift: DriftRules = field(default_factory=DriftRules)  # SWITCHYARD_DRIFT_THRESHOLD, _SUSTAIN_SECONDS, ...
     memdump_dir: str | None = None              # SWITCHYARD_MEMDUMP_DIR: SIGUSR1 writes heap reports here (profiling)
+    # NetworkPolicies for the Dask schedulers and embedded MinIOs the operator creates (builders/common.py).
+    network_policies: bool = True               # SWITCHYARD_NETWORK_POLICIES (false: none, and those made are pruned)
+    release_namespace: str | None = None        # SWITCHYARD_RELEASE_NAMESPACE: where the chart runs the operator
+                                                # and gateway the policies admit (unset: any namespace)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> "Settings":
@@ -60,11 +64,17 @@ class Settings:
             s3_delete_retry_seconds=number("SWITCHYARD_S3_DELETE_RETRY_SECONDS", 5),
             s3_delete_retry_max_seconds=number("SWITCHYARD_S3_DELETE_RETRY_MAX_SECONDS", 300),
             s3_delete_patience=number("SWITCHYARD_S3_DELETE_PATIENCE", 6, int),
-            drift_check=environ.get("SWITCHYARD_DRIFT_CHECK", "true").strip().lower() not in ("false", "0", "no", "off"),
+            drift_check=_flag(environ.get("SWITCHYARD_DRIFT_CHECK", "true")),
             drift_read_seconds=number("SWITCHYARD_DRIFT_READ_SECONDS", 15),
             drift=DriftRules.from_environment(environ),
             memdump_dir=environ.get("SWITCHYARD_MEMDUMP_DIR") or None,
+            network_policies=_flag(environ.get("SWITCHYARD_NETWORK_POLICIES", "true")),
+            release_namespace=environ.get("SWITCHYARD_RELEASE_NAMESPACE") or None,
         )
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() not in ("false", "0", "no", "off")
 
 
 _current: Settings | None = None

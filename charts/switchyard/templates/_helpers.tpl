@@ -84,6 +84,11 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [list, create, patch, delete]
+# NetworkPolicies of the Dask schedulers and embedded MinIOs: applied, listed to prune
+# (pruned all at once when networkPolicies.enabled is off).
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, create, patch, delete]
 # Pods whose node moved to another switch are deleted so their controller
 # recreates them where the plan puts them.
 - apiGroups: [""]

@@ -62,6 +62,13 @@ class Dask(Model):
         description="Secret holding dask.crt and dask.pem (as dask-gateway's cluster credentials do): the workers "
                     "speak TLS with that pair, trusting dask.crt as the CA, and refuse unencrypted comms.",
     )
+    client_namespaces: list[DnsLabel] = Field(
+        default=[], max_length=32,
+        description="Namespaces whose pods may connect to the scheduler this fleet creates (clients, notebooks), "
+                    "beside its own workers and the chart's dask-gateway; empty: the fleet's own namespace. "
+                    "Enforced by a NetworkPolicy where the cluster's network plugin enforces them.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
 
 
 class TaskVine(Model):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
 
 from ..api.base import Toleration
 
@@ -11,6 +12,7 @@ SWITCH_LABEL = "switchyard.dev/switch"  # on pods: the switch the plan put them 
 POOL_LABEL = "switchyard.dev/pool"
 FLEET_LABEL = "switchyard.dev/fleet"
 FACILITY_LABEL = "switchyard.dev/facility"
+COMPONENT_LABEL = "app.kubernetes.io/component"
 MAX_NAME = 52  # leaves room for the suffixes controllers append to pod names
 
 
@@ -36,7 +38,7 @@ def child_name(*parts: str) -> str:
 def labels(component: str, instance: str, **extra: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "switchyard",
-        "app.kubernetes.io/component": component,
+        COMPONENT_LABEL: component,
         "app.kubernetes.io/instance": instance,
         "app.kubernetes.io/part-of": "switchyard",
         **{k: v for k, v in sorted(extra.items())},
@@ -91,4 +93,42 @@ def dask_scheduler_probes(comm_port: int | str, dashboard_port: int | str) -> di
                            "timeoutSeconds": 3},
         "livenessProbe": {"httpGet": {"path": "/health", "port": dashboard_port}, "initialDelaySeconds": 15,
                           "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 6},
+    }
+
+
+# ------------------------------------------------------------------ network policies
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server
+# The chart's pods, by their component label (charts/switchyard/templates/_helpers.tpl).
+OPERATOR_COMPONENT = "operator"
+GATEWAY_COMPONENT = "dask-gateway"
+
+
+@dataclass(frozen=True)
+class PolicyPeers:
+    """What the operator's NetworkPolicies admit beside a workload's own clients: the chart's
+    pods (the operator, the gateway) in the release namespace, or in any namespace when it is
+    not known (the operator run outside the chart)."""
+
+    release_namespace: str | None = None
+
+    def chart_pods(self, component: str) -> dict:
+        namespaces = {"matchLabels": {NAMESPACE_NAME_LABEL: self.release_namespace}} if self.release_namespace else {}
+        return {"namespaceSelector": namespaces, "podSelector": {"matchLabels": {COMPONENT_LABEL: component}}}
+
+
+def namespaces_peer(names: Iterable[str]) -> dict:
+    """A NetworkPolicy peer: every pod in the named namespaces."""
+    return {"namespaceSelector": {"matchExpressions": [
+        {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(set(names))}]}}
+
+
+def ingress_policy(name: str, meta_labels: Mapping[str, str], selector: Mapping[str, str], peers: list[dict],
+                   ports: Sequence[int]) -> dict:
+    """A NetworkPolicy admitting to the pods `selector` selects only `peers`, on `ports` (TCP).
+    Egress is left alone; the kubelet's probes come from the node, which policies do not govern."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": name, "labels": dict(meta_labels)},
+        "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": p} for p in ports]}]},
     }

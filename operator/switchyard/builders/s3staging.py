@@ -11,15 +11,15 @@ from __future__ import annotations
 import base64
 
 from ..api.s3staging import Embedded, S3StagingBody
-from .common import (child_name, labels, one_per_node, restricted_pod_security_context, restricted_security_context,
-                     tolerations)
+from .common import (COMPONENT_LABEL, OPERATOR_COMPONENT, PolicyPeers, child_name, ingress_policy, labels,
+                     one_per_node, restricted_pod_security_context, restricted_security_context, tolerations)
 
 STAGING_LABEL = "switchyard.dev/staging"
 MINIO_PORT = 9000
 MINIO_CONSOLE_PORT = 9001
 MINIO_UID = 1000
 ACCESS_KEY, SECRET_KEY = "accessKey", "secretKey"
-CHILD_KINDS = ("Secret", "Service", "StatefulSet")
+CHILD_KINDS = ("Secret", "Service", "StatefulSet", "NetworkPolicy")
 
 
 def consumer_secret_name(staging: str) -> str:
@@ -79,7 +79,7 @@ def build_root_secret(staging: str, access_key: str, secret_key: str) -> dict:
 
 
 def _selector(staging: str) -> dict[str, str]:
-    return {STAGING_LABEL: staging, "app.kubernetes.io/component": "minio"}
+    return {STAGING_LABEL: staging, COMPONENT_LABEL: "minio"}
 
 
 def minio_args(staging: str, namespace: str, embedded: Embedded) -> list[str]:
@@ -162,14 +162,27 @@ def build_minio(staging: str, namespace: str, spec: S3StagingBody) -> list[dict]
     return [statefulset, service, headless_service]
 
 
+def minio_policy(staging: str, peers: PolicyPeers) -> dict:
+    """Who may reach an embedded MinIO (S3 and console): pods in the staging area's namespace (its
+    consumers, and the servers themselves) and the operator, which manages the buckets."""
+    same_namespace = {"podSelector": {}}
+    return ingress_policy(minio_name(staging), labels("minio", staging, **{STAGING_LABEL: staging}),
+                          _selector(staging), [same_namespace, peers.chart_pods(OPERATOR_COMPONENT)],
+                          [MINIO_PORT, MINIO_CONSOLE_PORT])
+
+
 def build_staging(staging: str, namespace: str, spec: S3StagingBody,
-                  consumer_keys: tuple[str, str], root_keys: tuple[str, str] | None = None) -> list[dict]:
-    """Every child of one staging area, in a deterministic order."""
+                  consumer_keys: tuple[str, str], root_keys: tuple[str, str] | None = None,
+                  policies: PolicyPeers | None = None) -> list[dict]:
+    """Every child of one staging area, in a deterministic order.
+
+    `policies`: an embedded MinIO gets its NetworkPolicy, admitting these too (None: no policy)."""
     out = [build_consumer_secret(staging, namespace, spec, *consumer_keys)]
     if spec.embedded is not None:
         if root_keys is None:
             raise ValueError("an embedded staging area needs its root keys")
-        out = [build_root_secret(staging, *root_keys), *build_minio(staging, namespace, spec), *out]
+        out = [build_root_secret(staging, *root_keys), *build_minio(staging, namespace, spec),
+               *([minio_policy(staging, policies)] if policies is not None else []), *out]
     return out
 
 

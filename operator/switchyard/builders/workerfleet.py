@@ -20,14 +20,15 @@ from collections.abc import Sequence
 from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, WorkerFleetSpec
 from ..api.plans import FleetPlan
 from ..routing import HASH_RULE  # the rule of switchyard.planner.hashing, as workers are told it
-from .common import (FLEET_LABEL, SWITCH_LABEL, child_name, dask_scheduler_probes, labels,
-                     restricted_pod_security_context, restricted_security_context, switch_affinity, tolerations)
+from .common import (COMPONENT_LABEL, FLEET_LABEL, GATEWAY_COMPONENT, SWITCH_LABEL, PolicyPeers, child_name,
+                     dask_scheduler_probes, ingress_policy, labels, namespaces_peer, restricted_pod_security_context,
+                     restricted_security_context, switch_affinity, tolerations)
 from .xcachepool import endpoint
 
 ROUTING_LABEL = "switchyard.dev/routing"  # on the two Deployments (and pods) of a switch with both kinds
 DASK_SCHEDULER_PORT = 8786
 DASK_DASHBOARD_PORT = 8787
-CHILD_KINDS = ("Deployment", "Service")
+CHILD_KINDS = ("Deployment", "Service", "NetworkPolicy")
 # Dask workers that read through a pool load switchyard.routing.dask_preload: their
 # root:// reads (fsspec, uproot) then go to the caches their environment names. As
 # preload text, not a module name, so an image without switchyard still starts
@@ -217,9 +218,24 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
     }
 
 
+def scheduler_policy(fleet: str, namespace: str, spec: WorkerFleetSpec, peers: PolicyPeers) -> dict:
+    """Who may reach the fleet's scheduler (comm and dashboard): its own workers, the chart's
+    dask-gateway, and pods in the namespaces dask.clientNamespaces names (default: the fleet's)."""
+    own_workers = {"podSelector": {"matchLabels": {FLEET_LABEL: fleet, COMPONENT_LABEL: "worker"}}}
+    clients = spec.dask.client_namespaces or [namespace]
+    return ingress_policy(scheduler_name(fleet), labels("scheduler", fleet, **{FLEET_LABEL: fleet}),
+                          scheduler_selector(fleet),
+                          [own_workers, peers.chart_pods(GATEWAY_COMPONENT), namespaces_peer(clients)],
+                          [DASK_SCHEDULER_PORT, DASK_DASHBOARD_PORT])
+
+
+def scheduler_selector(fleet: str) -> dict[str, str]:
+    return {FLEET_LABEL: fleet, COMPONENT_LABEL: "scheduler"}
+
+
 def build_scheduler(fleet: str, spec: WorkerFleetSpec) -> list[dict]:
     name = scheduler_name(fleet)
-    selector = {FLEET_LABEL: fleet, "app.kubernetes.io/component": "scheduler"}
+    selector = scheduler_selector(fleet)
     pod_labels = {**labels("scheduler", fleet), **selector}
     container = {
         "name": "scheduler",
@@ -252,16 +268,19 @@ def build_scheduler(fleet: str, spec: WorkerFleetSpec) -> list[dict]:
 
 def build_fleet(fleet: str, namespace: str, spec: WorkerFleetSpec, plan: FleetPlan, *,
                 helper_image: str, counts: dict[str, int] | None = None,
-                staging_env: Sequence[dict] = ()) -> list[dict]:
+                staging_env: Sequence[dict] = (), policies: PolicyPeers | None = None) -> list[dict]:
     """Every child of one fleet, in a deterministic order.
 
     `counts` (workers per switch) are where the ramp-up stands; they default
     to the plan's. A switch at zero keeps its Deployment while the plan has
     workers there, so a ramp never prunes what it is about to grow.
+    `policies`: a scheduler gets its NetworkPolicy, admitting these too (None: no policy).
     """
     out = []
     if spec.dask is not None and spec.dask.create_scheduler:
         out += build_scheduler(fleet, spec)
+        if policies is not None:
+            out.append(scheduler_policy(fleet, namespace, spec, policies))
     planned = plan.workers
     counts = planned if counts is None else counts
     for switch in sorted(planned):

@@ -18,6 +18,8 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .. import conditions as cond
+from ..builders.common import PolicyPeers
+from ..settings import Settings
 from ..topology import format_validation_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -48,3 +50,8 @@ def validate(model: type[M], spec: Mapping) -> tuple[M | None, str]:
         return model.model_validate(dict(spec or {})), ""
     except ValidationError as exc:
         return None, format_validation_error(exc, "spec")
+
+
+def policy_peers(settings: Settings) -> PolicyPeers | None:
+    """What the NetworkPolicies the operator makes admit beside a workload's clients (None: make none)."""
+    return PolicyPeers(settings.release_namespace) if settings.network_policies else None

@@ -18,7 +18,7 @@ from ..builders.s3staging import staging_env
 from ..builders.workerfleet import build_fleet, engine, pod_selector, worker_image
 from ..imagepolicy import refusal
 from ..settings import Settings
-from . import Outcome, held, validate
+from . import Outcome, held, policy_peers, validate
 
 KIND = "WorkerFleet"
 
@@ -114,7 +114,7 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
     """
     spec, plan = intent.spec, intent.plan
     children = build_fleet(name, namespace, spec, plan, helper_image=settings.exporter_image, counts=dict(counts),
-                           staging_env=intent.staging_env)
+                           staging_env=intent.staging_env, policies=policy_peers(settings))
     planned = plan.workers
     switches = [{"switch": sw, "desired": n, "started": counts.get(sw, 0),
                  "ready": min(workloads.get(sw, {}).get("ready", 0), n)} for sw, n in sorted(planned.items())]

@@ -182,6 +182,15 @@ class Dashboards(Values):
     annotations: Labels = Field(default_factory=dict, description="Annotations, e.g. grafana_folder: switchyard.")
 
 
+class NetworkPolicies(Values):
+    enabled: bool = Field(True, description="NetworkPolicies the operator makes and owns (SWITCHYARD_NETWORK_POLICIES): "
+                                            "a fleet's Dask scheduler admits its own workers, the gateway and the "
+                                            "namespaces its dask.clientNamespaces names; an embedded MinIO admits its "
+                                            "own namespace and the operator. Turn off where the cluster's network "
+                                            "plugin enforces none (off prunes those made). Cache hosts use the host "
+                                            "network: firewall their node ports instead (README).")
+
+
 class GatewayImage(Values):
     repository: str = Field("ghcr.io/switchyard-dev/switchyard-gateway", min_length=1,
                             description="Gateway image: dask-gateway-server with switchyard "
@@ -249,6 +258,8 @@ class ChartValues(Values):
     tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Tolerations of the operator pod.")
     affinity: dict[str, Any] = Field(default_factory=dict, description="Affinity of the operator pod.")
     gateway: Gateway = Field(default_factory=Gateway, description="An optional dask-gateway for analysts.")
+    network_policies: NetworkPolicies = Field(default_factory=NetworkPolicies,
+                                              description="Network policies for the pods the operator makes.")
     global_: dict[str, Any] = Field(default_factory=dict, alias="global",
                                     description="Values a parent chart shares with its subcharts (unused here).")
 

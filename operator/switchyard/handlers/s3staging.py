@@ -25,7 +25,7 @@ from ..metrics import (MANAGED_OBJECTS, S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_B
                        S3_EXPIRED_OBJECTS)
 from ..s3 import S3, Credentials, Endpoint, S3Error
 from ..s3.staging import Observation, Tracker, assess, human_bytes, reclaim
-from ..desired import validate
+from ..desired import policy_peers, validate
 from ..settings import current
 from .client import kube
 from .converge import Refused, converge
@@ -195,7 +195,7 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
         return
     consumer = (access.consumer.access_key, access.consumer.secret_key)
     root = (access.root.access_key, access.root.secret_key) if access.root else None
-    desired = build_staging(name, namespace, spec, consumer, root)
+    desired = build_staging(name, namespace, spec, consumer, root, policy_peers(current()))
     try:
         converge(body, desired, CHILD_KINDS, logger)
     except Refused as exc:

@@ -27,14 +27,20 @@ MONITORING = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
               "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"]
 
 
-def helm_binary() -> str:
-    path = CACHE / "bin" / "helm"
+def pinned_binary(name: str) -> str:
+    """A tool hack/build-tools.sh builds into the cache (else one on PATH); missing, the test is
+    skipped, or failed in CI."""
+    path = CACHE / "bin" / name
     if path.exists():
         return str(path)
-    if shutil.which("helm"):
-        return shutil.which("helm")
-    message = "helm is missing: run `bash hack/build-tools.sh`"
+    if shutil.which(name):
+        return shutil.which(name)
+    message = f"{name} is missing: run `bash hack/build-tools.sh`"
     pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+
+
+def helm_binary() -> str:
+    return pinned_binary("helm")
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -33,7 +33,7 @@ def test_the_fleet_is_attached_to_the_facility_and_speaks_tls_to_the_gateway_sch
     assert spec["replicas"] == 3
     # the workers speak TLS with the cluster's own pair, from the root Secret
     assert spec["dask"] == {"schedulerAddress": "tls://dg-c0ffeec0ffeec0ffeec0-scheduler.analysis:8786", "createScheduler": False,
-                            "tlsSecret": "dg-c0ffeec0ffeec0ffeec0"}
+                            "tlsSecret": "dg-c0ffeec0ffeec0ffeec0", "clientNamespaces": []}
     assert (spec["image"], spec["cores"], spec["memoryGiB"]) == ("ghcr.io/site/dask:1", 2, 6.0)
     # the template supplies what the analyst does not choose
     assert (spec["readGbps"], spec["pool"]) == (0.5, "xcache")

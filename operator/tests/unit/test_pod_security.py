@@ -18,10 +18,10 @@ import pytest
 import rendered
 from test_chart import by_kind, render
 
-# The pods that call the API server, and so need a ServiceAccount token: kind/name suffix -> why.
+# The chart's pods that call the API server, and so need a ServiceAccount token: component -> why.
 API_CALLERS = {
     "operator": "the operator: kopf watches, server-side apply, status patches",
-    "gateway": "dask-gateway's backend creates clusters (the Role in gateway.yaml)",
+    "dask-gateway": "dask-gateway's backend creates clusters (the Role in gateway.yaml)",
 }
 
 
@@ -156,7 +156,7 @@ def test_the_charts_pods_are_least_privilege_with_liveness_probes(values):
     problems = []
     for name, pod in pods:
         # Both call the API server with their own ServiceAccount: the token is mounted on purpose.
-        assert any(name.endswith(k) for k in API_CALLERS), name
+        assert pod["metadata"]["labels"][rendered.COMPONENT] in API_CALLERS, name
         problems += [f"{name}: {v}" for v in violations(pod, token_allowed=True)]
         problems += [f"{name}: container {c['name']}: no {probe}" for c in rendered.containers(pod["spec"])
                      for probe in ("livenessProbe", "readinessProbe") if probe not in c]
