@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e
 EXAMPLES = sorted(p for p in (localcluster.REPO / "examples").glob("*.yaml")
                   if (yaml.safe_load(p.read_text()) or {}).get("kind") == "AnalysisFacility")
 OWNED_KINDS = ("XCachePool", "WorkerFleet", "S3Staging", "StatefulSet", "Deployment", "Service", "ConfigMap",
-               "PodDisruptionBudget", "Secret")
+               "PodDisruptionBudget", "Secret", "NetworkPolicy")
 
 
 def differences(rendered, live, path: str = "") -> list[str]:
