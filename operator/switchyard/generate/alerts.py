@@ -188,7 +188,7 @@ GROUPS = (
               "Workers of fleet {{ $labels.fleet }} fit on no node.",
               "Facility " + FACILITY + ": {{ $value }} workers of WorkerFleet {{ $labels.fleet }} have no "
               "node with room (cores, memory, pod slots) and stay Pending.",
-              "The facility's `Degraded` condition names the fleet. Lower its replicas or per-worker "
+              "The facility is Degraded, reason WorkersUnplaced, naming the fleet. Lower its replicas or per-worker "
               "resources, or add nodes on the facility's switches; cache pods take their share of a node "
               "first."),
         Alert("SwitchyardWorkersNotReady",
