@@ -94,8 +94,10 @@ def node_manifests(topology_path: pathlib.Path) -> list[dict]:
     for index, info in enumerate(topo.node_infos()):
         if info.name in real:
             continue
+        # Ephemeral storage as a kubelet reports its node's root disk: pods that request some (the workers'
+        # jitter init container) schedule here as on a real node.
         resources = {"cpu": str(info.cpu_millis // 1000), "memory": f"{info.memory_bytes // 2**20}Mi",
-                     "pods": str(info.pods)}
+                     "pods": str(info.pods), "ephemeral-storage": "100Gi"}
         nodes.append({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {
