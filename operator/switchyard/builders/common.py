@@ -87,9 +87,11 @@ def restricted_pod_security_context(uid: int | None = None) -> dict:
 
 def dask_scheduler_probes(comm_port: int | str, dashboard_port: int | str) -> dict:
     """A Dask scheduler's probes: ready once it accepts connections on its comm port (TCP, so
-    TLS or not), alive while its HTTP server answers /health (distributed.http.health)."""
+    TLS or not; as dask-kubernetes does, each check costs an INFO line "closed before handshake
+    completed" in the scheduler's log, hence every 10 s), alive while its event loop answers
+    HTTP /health on the dashboard port (distributed.http.health; a hung loop still accepts TCP)."""
     return {
-        "readinessProbe": {"tcpSocket": {"port": comm_port}, "initialDelaySeconds": 2, "periodSeconds": 5,
+        "readinessProbe": {"tcpSocket": {"port": comm_port}, "initialDelaySeconds": 2, "periodSeconds": 10,
                            "timeoutSeconds": 3},
         "livenessProbe": {"httpGet": {"path": "/health", "port": dashboard_port}, "initialDelaySeconds": 15,
                           "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 6},
