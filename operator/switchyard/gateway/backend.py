@@ -32,7 +32,7 @@ from dask_gateway_server.traitlets import Type
 from dask_gateway_server.utils import Flag, normalize_address
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.rest import ApiException
-from traitlets import Dict, Float, Integer, List, Unicode, default
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 
 from . import manifests
 from .options import cluster_options
@@ -72,6 +72,11 @@ class SwitchyardBackend(Backend):
         help="Seconds a cluster may wait for its scheduler's first heartbeat (after creation or a gateway "
              "restart) before it is stopped as failed and its objects deleted (0: wait forever).")
 
+    network_policies = Bool(
+        True, config=True,
+        help="Give each cluster's scheduler a NetworkPolicy admitting only its workers and the gateway "
+             "(the chart's networkPolicies.enabled).")
+
     @default("gateway_instance")
     def _default_instance(self):
         return os.environ.get("DASK_GATEWAY_INSTANCE", "switchyard")
@@ -99,6 +104,7 @@ class SwitchyardBackend(Backend):
         self.api = client.ApiClient()
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
+        self.networking = client.NetworkingV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.proxy = Proxy(parent=self, log=self.log)
         await self.proxy.setup(app)
@@ -142,7 +148,7 @@ class SwitchyardBackend(Backend):
             self.namespace, manifests.credentials(spec, cert, key, token, options, cfg.to_dict()))
         owner = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": root.metadata.name, "uid": root.metadata.uid}}
         try:
-            for obj in manifests.children(spec, owner):
+            for obj in manifests.children(spec, owner, self.network_policies):
                 await self.create(obj)
         except Exception:
             await self.delete_root(spec)
@@ -258,6 +264,8 @@ class SwitchyardBackend(Backend):
             await self.apps.create_namespaced_deployment(ns, obj)
         elif kind == "Service":
             await self.core.create_namespaced_service(ns, obj)
+        elif kind == "NetworkPolicy":
+            await self.networking.create_namespaced_network_policy(ns, obj)
         else:
             raise ValueError(f"no create verb for {kind}")
 

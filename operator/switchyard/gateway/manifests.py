@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 
 from ..api.base import API_VERSION
 from ..api.workerfleet import WorkerFleetSpec
-from ..builders.common import dask_scheduler_probes, restricted_pod_security_context, restricted_security_context
+from ..builders.common import (FLEET_LABEL, GATEWAY_COMPONENT, dask_scheduler_probes, ingress_policy,
+                               restricted_pod_security_context, restricted_security_context)
 
 INSTANCE_LABEL = "gateway.dask.org/instance"
 CLUSTER_LABEL = "gateway.dask.org/cluster"
@@ -244,9 +245,23 @@ def scheduler(cluster: GatewayCluster) -> list[dict]:
     return [deployment, service]
 
 
-def children(cluster: GatewayCluster, root: Mapping) -> list[dict]:
-    """Everything the root Secret owns, in creation order."""
-    return [owned(obj, root) for obj in (fleet(cluster), *scheduler(cluster))]
+def scheduler_policy(cluster: GatewayCluster) -> dict:
+    """Who may reach the scheduler: its own workers (the fleet's pods) and the gateway's pods, which
+    proxy every client's comm and dashboard (TLS, routed by SNI) and call its API port. Both run in
+    the cluster's namespace, the gateway's own."""
+    workers = {"podSelector": {"matchLabels": {FLEET_LABEL: base_name(cluster), COMPONENT_LABEL: "worker"}}}
+    gateway = {"podSelector": {"matchLabels": {COMPONENT_LABEL: GATEWAY_COMPONENT}}}
+    policy = ingress_policy(scheduler_service(cluster), labels(cluster, "scheduler"),
+                            {CLUSTER_LABEL: cluster.name, COMPONENT_LABEL: "scheduler"}, [workers, gateway],
+                            list(cluster.scheduler_ports))
+    policy["metadata"]["namespace"] = cluster.namespace
+    return policy
+
+
+def children(cluster: GatewayCluster, root: Mapping, network_policy: bool = True) -> list[dict]:
+    """Everything the root Secret owns, in creation order (`network_policy`: the scheduler's too)."""
+    objs = (fleet(cluster), *scheduler(cluster), *([scheduler_policy(cluster)] if network_policy else []))
+    return [owned(obj, root) for obj in objs]
 
 
 def worker_count(requested: int, max_workers: int | None) -> int:

@@ -3,7 +3,7 @@
 `workloads()` is every object the operator would apply for the example facilities
 (examples/*.yaml on the mini topology, through `switchyard.render.render_files`, the
 functions the handlers call), for a facility that also has an embedded MinIO and a
-TaskVine fleet, and for one dask-gateway cluster (its scheduler, from
+TaskVine fleet, and for one dask-gateway cluster (what its backend creates, from
 switchyard.gateway.manifests). A new kind of pod the builders make shows up here.
 """
 
@@ -47,6 +47,8 @@ GATEWAY_CLUSTER = gateway.GatewayCluster(
     image="ghcr.io/dask/dask:2026.8.0", worker_cores=2, worker_memory_bytes=4 * 2**30,
     api_url="http://gw.analysis:8000/api")
 
+GATEWAY_ROOT = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": gateway.base_name(GATEWAY_CLUSTER), "uid": "uid"}}
+
 
 def render_facility(doc: dict, tmp: pathlib.Path) -> list[dict]:
     path = tmp / f"{doc['metadata']['name']}.yaml"
@@ -58,7 +60,7 @@ def workloads(tmp: pathlib.Path) -> dict[str, list[dict]]:
     """Source name -> the objects it renders to (every kind, not only workloads)."""
     out = {example.name: render_files(str(example), str(TOPOLOGY)) for example in EXAMPLES}
     out["wide (staging, taskvine)"] = render_facility(WIDE, tmp)
-    out["gateway cluster"] = gateway.scheduler(GATEWAY_CLUSTER)
+    out["gateway cluster"] = gateway.children(GATEWAY_CLUSTER, GATEWAY_ROOT)
     return out
 
 

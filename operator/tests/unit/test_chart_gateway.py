@@ -66,3 +66,17 @@ def test_the_schema_refuses_bad_gateway_values(bad):
     result = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION, "--set", "gateway.enabled=true",
                   "--set", "gateway.facility=af", "--set", bad, check=False)
     assert result.returncode != 0, bad
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_network_policies_reach_the_backend_and_its_rights(tmp_path: pathlib.Path, enabled):
+    from switchyard.gateway.backend import SwitchyardBackend
+
+    docs = gateway_docs(f"networkPolicies.enabled={str(enabled).lower()}")
+    (config_map,) = by_kind(docs, "ConfigMap")
+    (tmp_path / "gateway_config.py").write_text(config_map["data"]["gateway_config.py"])
+    backend = SwitchyardBackend(config=PyFileConfigLoader("gateway_config.py", path=str(tmp_path)).load_config())
+    assert backend.network_policies is enabled
+    (role,) = by_kind(docs, "Role")
+    rights = {(r["apiGroups"][0], res, verb) for r in role["rules"] for res in r["resources"] for verb in r["verbs"]}
+    assert (("networking.k8s.io", "networkpolicies", "create") in rights) is enabled

@@ -57,7 +57,8 @@ def test_a_template_the_fleet_model_refuses_is_refused_before_any_write(template
 
 def test_every_child_is_owned_by_the_root_secret_and_labelled_with_instance_and_cluster():
     kids = m.children(cluster(), ROOT)
-    assert [k["kind"] for k in kids] == ["WorkerFleet", "Deployment", "Service"]
+    assert [k["kind"] for k in kids] == ["WorkerFleet", "Deployment", "Service", "NetworkPolicy"]
+    assert [k["kind"] for k in m.children(cluster(), ROOT, network_policy=False)] == ["WorkerFleet", "Deployment", "Service"]
     for k in kids:
         assert k["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Secret", "name": ROOT["metadata"]["name"],
                                                      "uid": "uid-root", "blockOwnerDeletion": True}]
@@ -65,6 +66,21 @@ def test_every_child_is_owned_by_the_root_secret_and_labelled_with_instance_and_
         assert k["metadata"]["labels"][m.CLUSTER_LABEL] == cluster().name
         assert k["metadata"]["namespace"] == "analysis"
     assert m.children(cluster(), ROOT) == kids  # deterministic
+
+
+def test_the_scheduler_admits_only_its_workers_and_the_gateway():
+    c = cluster()
+    fleet, deployment, _service, policy = m.children(c, ROOT)
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["spec"]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    (rule,) = policy["spec"]["ingress"]
+    assert sorted(p["port"] for p in rule["ports"]) == [8786, 8787, 8788]
+    workers, gateway = rule["from"]
+    # No namespaceSelector: both in the policy's namespace, the gateway's own.
+    assert "namespaceSelector" not in workers and "namespaceSelector" not in gateway
+    assert workers["podSelector"]["matchLabels"] == {"switchyard.dev/fleet": fleet["metadata"]["name"],
+                                                     "app.kubernetes.io/component": "worker"}
+    assert gateway["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "dask-gateway"}
 
 
 def test_the_scheduler_runs_the_gateway_preload_over_tls_and_takes_its_token_from_the_secret():

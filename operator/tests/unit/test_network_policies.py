@@ -14,7 +14,10 @@ import pytest
 import yaml
 
 import rendered
+from switchyard.api import WorkerFleetSpec
+from switchyard.api.plans import FleetPlan
 from switchyard.builders import s3staging, workerfleet
+from switchyard.gateway import manifests as gateway
 from switchyard.builders.common import NAMESPACE_NAME_LABEL
 from switchyard.render import render_files
 from switchyard.settings import Settings
@@ -169,3 +172,28 @@ def test_the_chart_passes_the_switch_and_its_namespace(enabled):
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     settings = Settings.from_environment({k: v for k, v in env.items() if v is not None})
     assert settings.network_policies is (enabled == "true") and settings.release_namespace == RELEASE_NAMESPACE
+
+
+def test_a_gateway_clusters_scheduler_admits_its_workers_and_the_charts_gateway(tmp_path):
+    # The gateway cluster's objects, rendered as the backend creates them, against the chart's gateway pod.
+    cluster = rendered.GATEWAY_CLUSTER
+    policy = gateway.scheduler_policy(cluster)
+    scheduler_pods = [labels for _, labels in pods(gateway.scheduler(cluster))]
+    assert scheduler_pods and all(selects(policy["spec"]["podSelector"], p) for p in scheduler_pods)
+    chart_gateway = next(labels for name, labels in pods(render("gateway.enabled=true", "gateway.facility=af",
+                                                                namespace=cluster.namespace))
+                         if name.endswith("-gateway"))
+    port = gateway.SCHEDULER_PORT
+    assert admits(policy, chart_gateway, cluster.namespace, port)
+    # Its workers: the pods of the cluster's WorkerFleet, as the operator builds them.
+    fleet = gateway.fleet(cluster, replicas=2)
+    spec = WorkerFleetSpec.model_validate({**fleet["spec"], "facilityRef": {"name": "wide"}})
+    plan = FleetPlan(facility="wide", workers={"rack-a": 2})
+    workers = [labels for _, labels in pods(workerfleet.build_fleet(fleet["metadata"]["name"], cluster.namespace, spec,
+                                                                     plan, helper_image="img:1"))]
+    assert workers and all(admits(policy, w, cluster.namespace, port) for w in workers)
+    # Nobody else: not a client elsewhere or in the same namespace, not the workers of another fleet.
+    assert not admits(policy, {}, cluster.namespace, port)
+    assert not admits(policy, chart_gateway, "elsewhere", port)
+    other = dict(pods(rendered.render_facility(rendered.WIDE, tmp_path)))["wide-dask-rack-a"]
+    assert not admits(policy, other, cluster.namespace, port)
