@@ -154,7 +154,7 @@ def run_worker(cluster, namespace: str, pod: dict, scheduler: str, workdir: path
 def owned_objects(cluster, namespace: str) -> dict[str, list[str]]:
     """Every object the gateway's clusters made (by label) and every worker pod and Deployment of their fleets."""
     out = {kind: sorted(o["metadata"]["name"] for o in cluster.kube.list(kind, namespace, SELECT))
-           for kind in ("Secret", "WorkerFleet", "Deployment", "Service")}
+           for kind in ("Secret", "WorkerFleet", "Deployment", "Service", "NetworkPolicy")}
     out["fleet pods"] = sorted(p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace)
                                if p["metadata"].get("labels", {}).get("switchyard.dev/fleet", "").startswith("dg-"))
     out["fleet deployments"] = sorted(d["metadata"]["name"] for d in cluster.kube.list("Deployment", namespace)
@@ -205,6 +205,12 @@ def test_gateway_clusters_are_fleets_placed_by_the_facility(cluster, operator, n
             assert (fleet["spec"]["cores"], fleet["spec"]["memoryGiB"], fleet["spec"]["readGbps"]) == (1, 1, 0.5)
             assert fleet["metadata"]["ownerReferences"][0]["uid"] == root["metadata"]["uid"]
             name = fleet["metadata"]["name"]
+            # The scheduler admits only the fleet's workers and the gateway (gone with the root Secret, below).
+            (policy,) = cluster.kube.list("NetworkPolicy", namespace, alices)
+            assert policy["metadata"]["ownerReferences"][0]["uid"] == root["metadata"]["uid"]
+            assert [p["podSelector"]["matchLabels"] for p in policy["spec"]["ingress"][0]["from"]] == [
+                {"switchyard.dev/fleet": name, "app.kubernetes.io/component": "worker"},
+                {"app.kubernetes.io/component": "dask-gateway"}]
             # The facility takes the new fleet into its plan.
             wait_for(lambda: cluster.kube.get("WorkerFleet", namespace, name).get("status", {}).get("plan"),
                      what="the facility's plan for the gateway fleet")
