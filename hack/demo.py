@@ -70,6 +70,9 @@ def wait_ready(timeout: float = 300) -> None:
 
 def show_placement() -> None:
     print(localcluster.kubectl(NAME, "get", "analysisfacility,xcachepools,workerfleets", "-n", "default"))
+    # The plan against the facility's target, and what binds it: status.plan.target, as `switchyard plan` says it.
+    print(localcluster.kubectl(NAME, "get", "analysisfacility", "demo", "-n", "default",
+                               "-o", "jsonpath={.status.plan.target}") + "\n")
     pods = json.loads(localcluster.kubectl(NAME, "get", "pods", "-n", "default", "-o", "json"))["items"]
     nodes = json.loads(localcluster.kubectl(NAME, "get", "nodes", "-o", "json"))["items"]
     switch_of = {n["metadata"]["name"]: n["metadata"]["labels"].get("switchyard.dev/switch", "?") for n in nodes}

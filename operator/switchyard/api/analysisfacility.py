@@ -116,6 +116,10 @@ class PlanSummary(Model):
     gap: float = Field(default=0, ge=0, le=1, description=(
         "Proven relative gap to the bound: no placement delivers more than predictedGbps / (1 - gap)."))
     bottleneck: str = Field(default="", description="What limits the plan (e.g. 'uplink sw2', 'cache serving', 'demand').")
+    target: str = Field(default="", description=(
+        "The plan against spec.targetGbps in words: met, or how far short, what binds it (the workers' demand, "
+        "which uplink in which direction, the cache hosts' serving, the WAN) and what would lift it; the same "
+        "sentence `switchyard plan` prints."))
     planner: str = Field(default="", description="Planner that produced the plan.")
     switches: list[SwitchPlan] = Field(default=[], description="Per-switch plan.")
 

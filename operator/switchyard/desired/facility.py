@@ -13,6 +13,7 @@ from ..builders.facility import build_children, fleet_object_name, fleet_plan, p
 from ..builders.workerfleet import worker_image
 from ..imagepolicy import refusal
 from ..planner import FleetRequest, Placement, PoolRequest
+from ..planner.explain import shortfall
 from ..planner.fairshare import with_fair_share
 from ..settings import Settings
 from ..topology import NodeInfo, snapshot
@@ -60,7 +61,9 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
         "switches": sum(1 for s in topology.switches if s.hosts),
         "caches": sum(len(n) for by_sw in plan.placement.caches.values() for n in by_sw.values()),
         "workers": sum(n for by_sw in plan.placement.workers.values() for n in by_sw.values()),
-        "plan": summary(plan),
+        "plan": {**summary(plan), "target": shortfall(
+            spec.target_gbps, plan, topology, [PoolRequest(p.name, p) for p in spec.cache_pools],
+            [FleetRequest(f.name, f) for f in spec.fleets])},
     }
     # A standalone fleet the facility could not place answers for itself (its own condition).
     placed = [f for f, _ in attached if f["metadata"]["name"] not in refused]

@@ -291,3 +291,14 @@ def test_a_child_given_a_new_spec_is_not_ready_until_it_has_seen_it():
     assert children_state([child])["Ready"].reason == "ChildrenNotReady"
     child["status"]["observedGeneration"] = 2
     assert children_state([child])["Ready"].status is True
+
+
+def test_the_facility_status_sets_the_plan_against_its_target_in_the_words_plan_prints():
+    """4 workers reading 1 Gbps each against the default 200 Gbps target: the status says how far short and why."""
+    plan = planned_facility(4).status["plan"]
+    assert plan["target"] == ("target 200 Gbps, predicted 4 Gbps (196 short): the workers' demand binds "
+                              "(4 workers read 4 Gbps): raise the fleets' replicas or readGbps "
+                              "(about 196 more workers at 1 Gbps each)")
+    spec = {**facility_spec(4), "targetGbps": 2}
+    assert desired_facility("af", spec, None, NODES, [], [], SETTINGS).status["plan"]["target"] == \
+        "target 2 Gbps: met (predicted 4 Gbps)"
