@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output in ("svg", "png"):
         return draw_picture(result, topology, [f.name for f in fleets], against_target, args.output)
     if args.output == "table":
-        text = table(result, topology, [f.name for f in fleets], compared, len(files)) + against_target + "\n"
+        text = (table(result, topology, [f.name for f in fleets], compared, len(files))
+                + routing_note(args.routing or spec.routing, result, topology) + against_target + "\n")
     else:
         doc = {**document(result, topology, compared, len(files)), "targetGbps": spec.target_gbps,
                "target": against_target, "warnings": notes}
@@ -273,6 +274,16 @@ def ring_split_line(pool: str, split: dict, weights: dict, files: int) -> str:
     host = max(split, key=lambda h: (abs(split[h] - weights.get(h, 0.0) / total), h))
     return (f"ring of pool {pool}: the split of {files} files is up to {abs(split[host] - weights.get(host, 0.0) / total):.4f} "
             f"off its weights ({host}: {split[host]:.4f} of the files, weight {weights.get(host, 0.0) / total:.4f})")
+
+
+def routing_note(requested: str, result: Plan, topology: Topology) -> str:
+    """Under routing local, the switches without a cache whose workers the plan sends through the ring: what
+    those workers are told (SWITCHYARD_ROUTING=hashed), beside the mode the facility asked for."""
+    ringed = [s.name for s in topology.switches if result.routing.get(s.name) == "hashed"]
+    if requested != "local" or not ringed:
+        return ""
+    return (f"routing local: {', '.join(ringed[:5])}{' (+%d)' % (len(ringed) - 5) if len(ringed) > 5 else ''} "
+            "hold no cache of the pool, so their workers read through the ring (told hashed), one home per file\n")
 
 
 def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Plan] = (), files: int = 0) -> str:

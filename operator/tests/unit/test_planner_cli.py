@@ -403,3 +403,17 @@ def test_the_picture_names_every_switch_and_marks_what_is_full(capsysbinary, cas
     assert all(m in ids for m in marked) and (ids != []) == bool(marked), ids
     assert any("bottleneck: cache serving" in t for t in texts) == (case == "chicago")
     assert any("bottleneck: demand" in t for t in texts) == (case == "nebraska")
+
+
+def test_under_routing_local_the_switches_read_through_the_ring_are_named(capsys):
+    from switchyard.cli import main
+
+    args = ["plan", "-f", str(REPO / "bench/topologies/chicago-facility.yaml"),
+            "--topology", str(REPO / "bench/topologies/chicago.yaml")]
+    assert main([*args, "--routing", "local"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[5] for line in out.splitlines()[1:7]}
+    ringed = sorted(name for name, routing in rows.items() if routing == "hashed")
+    assert ringed and f"routing local: {', '.join(ringed)} hold no cache of the pool" in out
+    assert main([*args, "--routing", "auto"]) == 0
+    assert "routing local:" not in capsys.readouterr().out
