@@ -16,7 +16,7 @@ import pytest
 
 import localcluster
 from facilities import facility
-from support import CLUSTER_NAME, ready_condition, wait_for, wait_ready
+from support import CLUSTER_NAME, condition, ready_condition, wait_for, wait_ready
 from switchyard.apply import ApiError
 
 pytestmark = pytest.mark.e2e
@@ -271,6 +271,131 @@ def test_user_text_in_messages_is_one_printable_line(cluster, operator, namespac
     assert "; " in cond["message"] and all(ch >= " " for ch in cond["message"]), cond["message"]
     events = [e for e in kube.list("Event", namespace) if e["involvedObject"].get("name") == "echo"]
     assert events and all(all(ch >= " " for ch in e.get("message", "")) for e in events)
+
+
+# ------------------------------------------------------------------ 7. names at their limits, degenerate numbers
+LONG_SWITCH_LABEL = "e2e.switchyard.dev/long-switch"
+# Switch names at the 63 characters a label value holds: one as it is, one a child name must fold (case, '_', '.').
+LONG_SWITCHES = {"rack-a": "a" * 62 + "1", "rack-b": "Rack_B." + "b" * 55 + "2", "rack-c": "c" * 63}
+
+
+def test_names_at_every_schema_limit_reconcile_to_ready_or_are_refused_at_the_api(cluster, operator, namespace):
+    kube = cluster.kube
+    for node in kube.list("Node"):
+        rack = node["metadata"]["labels"].get("switchyard.dev/switch")
+        if rack in LONG_SWITCHES:
+            cluster.kubectl("label", "node", node["metadata"]["name"], f"{LONG_SWITCH_LABEL}={LONG_SWITCHES[rack]}",
+                            "--overwrite")
+    try:
+        name = "f" + "a" * 38 + "z"                      # 40: metadata.name's limit
+        obj = in_ns(facility(name, workers=6), namespace)
+        spec = obj["spec"]
+        spec["network"]["switchLabel"] = LONG_SWITCH_LABEL
+        spec["network"]["switches"] = [{"name": sw, "uplinkGbps": 80} for sw in LONG_SWITCHES.values()]
+        pool = "9" + "p" * 39                             # 40: a pool name's limit (DNS-1123: may start with a digit)
+        spec["cachePools"][0]["name"] = pool
+        spec["fleets"][0].update(name="0" + "w" * 39, pool=pool, dask={"createScheduler": True})
+        second = copy.deepcopy(spec["fleets"][0])
+        second.update(name="0" + "w" * 38 + "x", replicas=2)  # shares the first 39 characters
+        spec["fleets"].append(second)
+        kube.apply(obj)
+        wait_ready(cluster, namespace, name, timeout=240)
+        children = [o for kind in ("XCachePool", "WorkerFleet", "StatefulSet", "Deployment", "Service", "ConfigMap",
+                                   "PodDisruptionBudget") for o in kube.list(kind, namespace)]
+        own = [o for o in children if o["kind"] in ("XCachePool", "WorkerFleet")]
+        assert len(own) == 3 and all(len(o["metadata"]["name"]) <= 40 for o in own), [o["metadata"]["name"] for o in own]
+        assert all(ready_condition(o)["status"] == "True" for o in own)
+        # every switch has its cache StatefulSet and each fleet its Deployments, all Ready
+        sets = [o for o in children if o["kind"] == "StatefulSet"]
+        assert len(sets) == 3 and all((o.get("status") or {}).get("readyReplicas") == o["spec"]["replicas"] for o in sets)
+        workers = sum(o["spec"]["replicas"] for o in children if o["kind"] == "Deployment"
+                      and o["metadata"]["labels"].get("app.kubernetes.io/component") == "worker")
+        assert workers == 8
+        # One more character anywhere is refused at the API, naming the field.
+        longer = in_ns(facility(name + "y", workers=1), namespace)
+        assert "metadata.name" in refused(kube, longer)
+        for field, mutate in (("cachePools[0].name", lambda s: s["cachePools"][0].update(name="p" * 41)),
+                              ("fleets[0].name", lambda s: s["fleets"][0].update(name="w" * 41)),
+                              ("switches[0].name", lambda s: s["network"]["switches"][0].update(name="s" * 64))):
+            bad = in_ns(facility("too-long", workers=1), namespace)
+            mutate(bad["spec"])
+            assert field in refused(kube, bad)
+    finally:
+        for node in kube.list("Node"):
+            if LONG_SWITCH_LABEL in node["metadata"]["labels"]:
+                cluster.kubectl("label", "node", node["metadata"]["name"], f"{LONG_SWITCH_LABEL}-")
+
+
+def test_capacities_below_a_megabit_are_refused_at_the_api(cluster, operator, namespace):
+    kube = cluster.kube
+    cases = [("uplinkGbps", lambda s: s["network"]["switches"][0].update(uplinkGbps=5e-324)),
+             ("wanGbps", lambda s: s["network"].update(wanGbps=1e-300)),
+             ("defaultNicGbps", lambda s: s["network"].update(defaultNicGbps=0.0005)),
+             ("serveGbps", lambda s: s["cachePools"][0].update(serveGbps=5e-324)),
+             ("readGbps", lambda s: s["fleets"][0].update(readGbps=5e-324))]
+    for field, mutate in cases:
+        obj = in_ns(facility("tiny", workers=1), namespace)
+        mutate(obj["spec"])
+        assert field in refused(kube, obj)
+    assert "readGbps" in refused(kube, team_fleet(namespace, "tiny", readGbps=5e-324))
+    # At the floor, a facility plans every worker where the other switches have room.
+    obj = in_ns(facility("floor", workers=6), namespace)
+    obj["spec"]["network"]["switches"][0]["uplinkGbps"] = 0.001
+    kube.apply(obj)
+    wait_ready(cluster, namespace, "floor")
+    fleet = kube.get("WorkerFleet", namespace, "floor-dask")
+    assert fleet["status"]["readyReplicas"] == 6 and "rack-a" not in fleet["status"]["plan"]["workers"]
+
+
+def test_a_fleet_waiting_for_a_facility_that_is_not_there_says_so(cluster, operator, namespace):
+    kube = cluster.kube
+    orphan = team_fleet(namespace, "orphan")
+    orphan["spec"]["facilityRef"]["name"] = "nowhere"
+    kube.apply(orphan)
+    answered(kube, namespace, "WorkerFleet", "orphan", "FacilityNotFound")
+
+
+# ------------------------------------------------------------------ 9. one team's greed moves nobody
+def workloads(kube, ns: str) -> dict:
+    """(generation, replicas) of every Deployment and StatefulSet in the namespace."""
+    return {f"{kind}/{o['metadata']['name']}": (o["metadata"]["generation"], o["spec"]["replicas"])
+            for kind in ("Deployment", "StatefulSet") for o in kube.list(kind, ns)}
+
+
+def test_a_greedy_newcomer_gets_what_remains_and_moves_no_running_worker(cluster, operator, namespace):
+    kube = cluster.kube
+    kube.apply(in_ns(facility("shared", workers=6), namespace))
+    wait_ready(cluster, namespace, "shared")
+    kube.apply(team_fleet(namespace, "good"))
+    wait_for(lambda: (kube.get("WorkerFleet", namespace, "good").get("status") or {}).get("readyReplicas") == 2,
+             timeout=90, what="the good team fleet's 2 workers ready")
+    wait_ready(cluster, namespace, "shared")
+    before = workloads(kube, namespace)
+    assert sum(n for key, (_, n) in before.items() if key.startswith("Deployment/")) == 8, before
+    # 100,000 workers of 8 cores: the whole re-plan would move the running workers and drop cache hosts for them.
+    kube.apply(team_fleet(namespace, "greedy", replicas=100_000, cores=8, memoryGiB=1, readGbps=0.1))
+    seen = []
+
+    def short():
+        facility_now = kube.get("AnalysisFacility", namespace, "shared")
+        seen.append((ready_condition(facility_now).get("status"), ready_condition(facility_now).get("reason")))
+        greedy = kube.get("WorkerFleet", namespace, "greedy")
+        return greedy if ready_condition(greedy).get("reason") == "InsufficientCapacity" else None
+    greedy = wait_for(short, timeout=180, interval=0.5, what="the greedy fleet Ready=False InsufficientCapacity")
+    placed = sum(s["desired"] for s in greedy["status"]["switches"])
+    assert 0 < placed < 100_000 and greedy["status"]["plan"]["unplaced"] == 100_000 - placed
+    for _ in range(10):  # a few reconciles of everyone (the e2e operator's timer is a few seconds)
+        time.sleep(1.5)
+        facility_now = kube.get("AnalysisFacility", namespace, "shared")
+        seen.append((ready_condition(facility_now).get("status"), ready_condition(facility_now).get("reason")))
+    assert all(status == "True" for status, _ in seen), seen
+    degraded = condition(kube.get("AnalysisFacility", namespace, "shared"), "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "WorkersUnplaced" and "fleet greedy" in degraded["message"]
+    after = workloads(kube, namespace)
+    running = {k: v for k, v in after.items() if "greedy" not in k}
+    assert running == before  # no running Deployment or StatefulSet re-specified: same generations, same replicas
+    assert ready_condition(kube.get("WorkerFleet", namespace, "good"))["status"] == "True"
+    assert ready_condition(kube.get("WorkerFleet", namespace, "shared-dask"))["status"] == "True"
 
 
 # ------------------------------------------------------------------ 8. the scheduler pod survives resyncs
