@@ -347,12 +347,24 @@ def test_capacities_below_a_megabit_are_refused_at_the_api(cluster, operator, na
     assert fleet["status"]["readyReplicas"] == 6 and "rack-a" not in fleet["status"]["plan"]["workers"]
 
 
-def test_a_fleet_waiting_for_a_facility_that_is_not_there_says_so(cluster, operator, namespace):
+def test_a_fleet_or_pool_waiting_for_its_plan_says_why(cluster, operator, namespace):
     kube = cluster.kube
     orphan = team_fleet(namespace, "orphan")
     orphan["spec"]["facilityRef"]["name"] = "nowhere"
     kube.apply(orphan)
     answered(kube, namespace, "WorkerFleet", "orphan", "FacilityNotFound")
+    kube.apply({"apiVersion": "switchyard.dev/v1alpha1", "kind": "XCachePool",
+                "metadata": {"name": "orphan-pool", "namespace": namespace},
+                "spec": {"facilityRef": {"name": "nowhere"}, "origin": {"host": "origin.example.org"},
+                         "resources": {"cpu": "2", "memory": "12Gi"}}})
+    assert "nothing places this pool" in answered(kube, namespace, "XCachePool", "orphan-pool", "FacilityNotFound")["message"]
+    # A facility that is refused (a host path outside the allowlist): a fleet waiting for it names its reason.
+    kube.apply(in_ns(with_storage("held", ["/etc"], "/srv/xcache-meta"), namespace))
+    waits = team_fleet(namespace, "waits")
+    waits["spec"]["facilityRef"]["name"] = "held"
+    kube.apply(waits)
+    said = answered(kube, namespace, "WorkerFleet", "waits", "FacilityNotReady")["message"]
+    assert "AnalysisFacility held is Ready=False HostPathNotAllowed" in said, said
 
 
 # ------------------------------------------------------------------ 9. one team's greed moves nobody

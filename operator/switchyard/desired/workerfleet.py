@@ -79,33 +79,6 @@ def fleet_intent(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     return FleetIntent(spec, plan, env, base, wake)
 
 
-def awaiting(states: dict[str, cond.State], facility_name: str, facility: Mapping | None) -> dict[str, cond.State]:
-    """A fleet's answer, with why its plan is late when it waits for one (Ready reason AwaitingPlan).
-
-    `facility`: the AnalysisFacility its facilityRef names, as read (None: there is none). A wait is
-    never silent: a facility that does not exist, or that stands Ready=False without progressing
-    (refused, or its planning failed), is named with its reason; one still progressing, with where it is.
-    """
-    ready = states["Ready"]
-    if ready.status or ready.reason != "AwaitingPlan":
-        return states
-    if facility is None:
-        return cond.failed("FacilityNotFound", f"AnalysisFacility {facility_name} does not exist in this namespace: "
-                                               "nothing places this fleet (create it, or correct spec.facilityRef)")
-    conditions = (facility.get("status") or {}).get("conditions")
-    theirs, moving = cond.condition(conditions, "Ready"), cond.condition(conditions, "Progressing")
-    if theirs is None:
-        return cond.progressing("AwaitingPlan", f"{ready.message} (AnalysisFacility {facility_name} has not "
-                                                "reported yet)")
-    if theirs.get("status") == "True":
-        return states
-    said = cond.printable(f"AnalysisFacility {facility_name} is Ready=False {theirs.get('reason', '')}: "
-                          f"{theirs.get('message', '')}")
-    if (moving or {}).get("status") == "True":
-        return cond.progressing("AwaitingPlan", f"{ready.message}; {said}")
-    return cond.failed("FacilityNotReady", f"{said}; the fleet waits for its plan")
-
-
 def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mapping[str, int],
                   workloads: Mapping[str, dict], settings: Settings) -> Outcome:
     """The workloads for `counts` (workers per switch the ramp-up reached) and the fleet's status.

@@ -9,6 +9,7 @@ import kopf
 
 from .. import conditions as cond
 from ..api import KINDS
+from ..desired import awaiting
 from .client import kube
 
 STATUS_MODELS = {k.kind: k.status for k in KINDS}
@@ -62,6 +63,14 @@ def next_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.S
     if comparable == old_comparable and strip(status["conditions"]) == strip(old.get("conditions")):
         return None
     return status
+
+
+def why_waiting(states: dict[str, cond.State], namespace: str, facility: str | None,
+                what: str = "fleet") -> dict[str, cond.State]:
+    """States that wait for a plan say what the facility says (desired.awaiting): one read, only while waiting."""
+    if states["Ready"].reason != "AwaitingPlan" or not facility:
+        return states
+    return awaiting(states, facility, kube().get("AnalysisFacility", namespace, facility), what)
 
 
 def write_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.State], logger) -> None:

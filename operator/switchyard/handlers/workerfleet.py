@@ -9,14 +9,14 @@ from ..api import WorkerFleetSpec
 from ..builders.common import FLEET_LABEL
 from ..builders.workerfleet import CHILD_KINDS
 from ..desired import Outcome
-from ..desired.workerfleet import KIND, awaiting, desired_fleet, fleet_intent, staging_name
+from ..desired.workerfleet import KIND, desired_fleet, fleet_intent, staging_name
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register, wake
-from .status import write_status
+from .status import why_waiting, write_status
 
 PLURAL = "workerfleets"
 # "namespace/name" -> (start tokens, counts per switch last asked for)
@@ -56,7 +56,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     if isinstance(intent, Outcome):  # nothing to build yet, and why
         if intent.extra.get("wake_facility"):
             wake("AnalysisFacility", namespace, facility)
-        write_status(KIND, body, intent.status, _why_waiting(intent.states, namespace, facility), logger)
+        write_status(KIND, body, intent.status, why_waiting(intent.states, namespace, facility), logger)
         return None
     if intent.wake_facility:
         wake("AnalysisFacility", namespace, facility)
@@ -71,15 +71,8 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         return None
     evict_misplaced_pods(body, {FLEET_LABEL: name}, intent.plan.switch_label, nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
-    write_status(KIND, body, outcome.status, _why_waiting(outcome.states, namespace, facility), logger)
+    write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility), logger)
     return outcome.extra.get("retry_seconds")
-
-
-def _why_waiting(states, namespace: str, facility: str | None):
-    """States that wait for a plan say what the facility says (one read, only while waiting)."""
-    if states["Ready"].reason != "AwaitingPlan" or not facility:
-        return states
-    return awaiting(states, facility, kube().get("AnalysisFacility", namespace, facility))
 
 
 register(PLURAL, KIND, reconcile, on_forget=_forget_ramp)

@@ -18,7 +18,7 @@ from .converge import Refused, converge, evict_misplaced_pods
 from .exporters import read_all, ready_cache_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register
-from .status import now, post, write_status
+from .status import now, post, why_waiting, write_status
 
 PLURAL = "xcachepools"
 
@@ -85,8 +85,9 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
                            secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
                            unmounted=read_unmounted(namespace, name, workloads))
-    if not outcome.converges:
-        write_status(KIND, body, outcome.status, outcome.states, logger)  # nothing rendered, applied or pruned
+    if not outcome.converges:  # nothing rendered, applied or pruned
+        facility = ((body["spec"] or {}).get("facilityRef") or {}).get("name")
+        write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility, "pool"), logger)
         return
     try:
         converge(body, outcome.children, CHILD_KINDS, logger)

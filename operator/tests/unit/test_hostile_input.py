@@ -27,7 +27,7 @@ from switchyard import planner
 from switchyard.api.units import MIN_GBPS
 from switchyard.conditions import printable
 from switchyard.desired.facility import desired_facility, facility_states
-from switchyard.desired.workerfleet import awaiting
+from switchyard.desired import awaiting
 from switchyard.settings import Settings
 from switchyard.desired.facility import plan_with_attached as _plan
 from switchyard.planner import FleetRequest, PoolRequest, Unsatisfiable, solver
@@ -564,5 +564,6 @@ def test_a_fleet_waiting_for_its_plan_says_what_its_facility_says():
     assert moving.reason == "AwaitingPlan" and "ChildrenNotReady" in moving.message
     assert "has not reported" in awaiting(waiting, "af", {"status": {}})["Ready"].message
     assert awaiting(waiting, "af", _states("Ready", status=True)) == waiting  # it is about to
+    assert "nothing places this pool" in awaiting(waiting, "af", None, "pool")["Ready"].message
     ramping = cond.progressing("RampingUp", "3/6 started")
     assert awaiting(ramping, "af", None) == ramping  # only a wait for a plan is explained
