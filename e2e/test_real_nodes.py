@@ -10,8 +10,12 @@ the kubelet runs its probes, the operator reaches the API server through the
 tolerate the real nodes' taint runs real xrootd from the rendered ConfigMap and a real
 Dask scheduler and worker; a task reads a file from a real origin through its switch's
 cache, a real Prometheus scrapes the exporter with the README's scrape job, and a
-deleted cache pod comes back with its disk (warm reads). At the end every process,
-mount, namespace, cgroup and sysctl the real nodes made must be gone.
+deleted cache pod comes back with its disk (warm reads). The cache's disks are real
+mounts (tmpfs, mounted by the test); its data path starts out as a plain directory on
+the root filesystem, which the pool must refuse (DiskNotMounted, nothing written)
+until a disk is mounted there. xrootd runs as the xrootd user of switchyard's own
+image (1094, not OSG's 10940), set by the pool's xrootdUser alone. At the end every
+process, mount, namespace, cgroup and sysctl the real nodes made must be gone.
 
 Needs root, the packages of hack/install-realnode-deps.sh, `make tools` and
 `make images`; `make test` and `make e2e-real` run it (SWITCHYARD_REAL_NODES=1).
@@ -37,7 +41,7 @@ import localcluster  # noqa: E402
 import realnodes  # noqa: E402
 from facilities import facility  # noqa: E402
 from harness import Cluster, temporary_namespace  # noqa: E402
-from support import wait_for, wait_ready  # noqa: E402
+from support import condition, wait_for, wait_ready  # noqa: E402
 
 sys.path.insert(0, str(localcluster.REPO / "operator" / "tests" / "integration"))
 from prom import run_prometheus  # noqa: E402
@@ -53,8 +57,12 @@ OPERATOR_NAMESPACE = "sy-operator"
 TOPOLOGY = localcluster.REPO / "e2e" / "topologies" / "real.yaml"
 NODES = realnodes.from_topology(TOPOLOGY)
 CACHE_HOST, OTHER = (node.name for node in NODES)  # rack-a-real has the NVMe disk
-# The cache disk of the real cache host (a host path below the chart's default allowlist).
+# The cache disks of the real cache host (host paths below the chart's default allowlist), each a tmpfs
+# the test mounts (the data disk only once the pool has refused it as a plain root-fs directory).
 DISK = pathlib.Path("/srv/switchyard-real/nvme0")
+META = DISK.parent / "meta"
+# The xrootd user of switchyard's own XCache image (images/xcache/Containerfile), not OSG's 10940.
+XROOTD_UID = 1094
 COSTS = localcluster.CACHE / "e2e-logs" / CLUSTER / "real-node-costs.json"
 
 
@@ -73,7 +81,8 @@ def _host_state() -> dict:
                    if line.startswith(("10.244.", "10.250.", "10.0.0."))],
         "iptables": "\n".join(line for line in iptables.splitlines() if not line.startswith(("#", ":"))),
         "mounts": sorted(line.split()[4] for line in pathlib.Path("/proc/self/mountinfo").read_text().splitlines()
-                         if "switchyard-realnodes" in line or "/run/netns/syr-" in line or "/run/netns/cni-" in line),
+                         if "switchyard-realnodes" in line or "/run/netns/syr-" in line or "/run/netns/cni-" in line
+                         or str(DISK.parent) in line),
     }
 
 
@@ -94,9 +103,24 @@ def real():
         if os.environ.get("SWITCHYARD_KEEP_CLUSTER"):  # for a post-mortem; then `make realnodes-down`
             return
         realnodes.down(CLUSTER)
-        subprocess.run(["rm", "-rf", str(DISK.parent)], check=False)
+        _remove_disks()
         if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
             localcluster.down(CLUSTER)
+
+
+def _mount_disk(path: pathlib.Path, size: str) -> None:
+    """A tmpfs at `path`: a filesystem of its own, as a cache host's NVMe is."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", f"switchyard-real-{path.name}", str(path)],
+                   check=True)
+
+
+def _remove_disks() -> None:
+    """Unmount the test's disks (deepest first, all of them if mounted twice), then remove their directories."""
+    for path in (DISK, META):
+        while realnodes._is_mount(str(path)):
+            if subprocess.run(["umount", str(path)], check=False).returncode != 0:
+                subprocess.run(["umount", "-l", str(path)], check=False)
+    subprocess.run(["rm", "-rf", str(DISK.parent)], check=False)
 
 
 def _post_mortem() -> None:
@@ -288,6 +312,11 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
     # The Dask scheduler asks for a whole CPU, a worker for another: a 2-CPU real node holds a cache and
     # a worker, or the scheduler. Hold the cache host until the scheduler is bound elsewhere.
     cluster.kubectl("taint", "node", CACHE_HOST, "switchyard.dev/hold=true:PreferNoSchedule")
+    # The meta disk is mounted; the data path is a plain directory on the root filesystem (a disk that
+    # failed to mount): the hostPath type is Directory, so both must exist.
+    _remove_disks()
+    DISK.mkdir(parents=True), META.mkdir()
+    _mount_disk(META, "64m")
     cluster.kube.apply({
         "apiVersion": "switchyard.dev/v1alpha1", "kind": "AnalysisFacility",
         "metadata": {"name": "af", "namespace": namespace},
@@ -297,7 +326,8 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
             "cachePools": [{
                 "name": "xcache", "image": "localhost/switchyard-xcache:0.1.0", "serveGbps": 5,
                 "origin": {"host": host, "port": int(port)},
-                "storage": {"dataPaths": [str(DISK)], "metaPath": str(DISK.parent / "meta")},
+                "storage": {"dataPaths": [str(DISK)], "metaPath": str(META)},
+                "xrootdUser": {"uid": XROOTD_UID, "gid": XROOTD_UID},
                 "pfc": {"ramGiB": 1},
                 "resources": {"cpu": "100m", "memory": "2Gi"},
                 "tolerations": [realnodes.TOLERATION],
@@ -312,7 +342,35 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
                           if "scheduler" in p["metadata"]["name"] and p["spec"].get("nodeName")],
                  timeout=120, what="the Dask scheduler pod bound")
         cluster.kubectl("taint", "node", CACHE_HOST, "switchyard.dev/hold-")
+
+        # The data path is no disk: the pool says so, naming host and path, and nothing is written there.
+        started = time.monotonic()
+        degraded = wait_for(lambda: (c := condition(cluster.kube.get("XCachePool", namespace, "af-xcache"), "Degraded"))
+                            .get("reason") == "DiskNotMounted" and c, timeout=180, what="the pool Degraded: DiskNotMounted")
+        costs["disk_not_mounted_reported_seconds"] = round(time.monotonic() - started, 1)
+        assert degraded["status"] == "True" and f"{CACHE_HOST}:{DISK}" in degraded["message"], degraded
+        assert str(META) not in degraded["message"], degraded  # the meta disk is mounted
+        warnings = wait_for(lambda: [e for e in cluster.kube.list("Event", namespace)
+                                     if e.get("reason") == "DiskNotMounted" and e.get("type") == "Warning"
+                                     and e["involvedObject"]["name"] == "af-xcache"],
+                            timeout=60, what="a DiskNotMounted event")
+        assert f"{CACHE_HOST}:{DISK}" in warnings[0]["message"], warnings
+        pod = next(p for p in cluster.kube.list("Pod", namespace) if p["metadata"]["name"].startswith("af-xcache-"))
+        prepare = pod["status"]["initContainerStatuses"][0]
+        refused = prepare["state"].get("terminated") or (prepare.get("lastState") or {}).get("terminated") or {}
+        assert refused["exitCode"] == 3 and f"DiskNotMounted {DISK}:" in refused["message"], prepare
+        assert not pod["status"].get("containerStatuses", [{}])[0].get("state", {}).get("running"), "xrootd started"
+        assert list(DISK.iterdir()) == [] and DISK.stat().st_uid == 0, "something was written to the unmounted path"
+        assert list(META.iterdir()) == [], "the prepare step made the meta directories though the data disk was missing"
+
+        # A disk mounted there: the pod's next start finds it (deleted here rather than waiting out the
+        # init container's back-off), and the pool serves.
+        _mount_disk(DISK, "256m")
+        cluster.kubectl("delete", "pod", "-n", namespace, pod["metadata"]["name"], "--wait=true")
+        started = time.monotonic()
         wait_ready(cluster, namespace, timeout=300)
+        costs["ready_after_disk_mounted_seconds"] = round(time.monotonic() - started, 1)
+        assert condition(cluster.kube.get("XCachePool", namespace, "af-xcache"), "Degraded")["status"] == "False"
         pods = cluster.kube.list("Pod", namespace)
         caches = [p for p in pods if p["metadata"]["name"].startswith("af-xcache-")]
         workers = [p for p in pods if p["metadata"]["name"].startswith("af-dask-") and "scheduler" not in p["metadata"]["name"]]
@@ -321,6 +379,11 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
             {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
         cache = caches[0]
         assert all(c["ready"] for c in cache["status"]["containerStatuses"]), cache["status"]
+        # xrootd runs as the pool's xrootdUser, which owns the disk directories the prepare step made.
+        ids = cluster.kubectl("exec", "-n", namespace, cache["metadata"]["name"], "-c", "xrootd", "--", "id", "-u")
+        assert ids.strip() == str(XROOTD_UID), ids
+        assert {(p.stat().st_uid, p.stat().st_gid) for p in (DISK, META / "meta", META / "namespace")} == \
+            {(XROOTD_UID, XROOTD_UID)}
         # xrootd runs the rendered config, and the kubelet's readiness probe (xrdfs query) passed.
         probes = _probe_counts(cluster, CACHE_HOST, cache["metadata"]["name"])
         assert probes.get(("Readiness", "successful"), 0) >= 1, probes
@@ -391,7 +454,7 @@ def test_teardown_leaves_the_machine_as_it_was(real):
     cluster, nodes, before = real
     _post_mortem()
     realnodes.down(CLUSTER)
-    subprocess.run(["rm", "-rf", str(DISK.parent)], check=False)
+    _remove_disks()
     assert realnodes.leftovers(CLUSTER) == []
     after = _host_state()
     assert after["sysctls"] == before["sysctls"]
