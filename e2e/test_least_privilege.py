@@ -220,6 +220,31 @@ def dry_run(cluster, namespace: str, pod: dict) -> str:
         return str(exc)
 
 
+# Why a cache host is beyond Pod Security `restricted`, as the API server words it, and why each is needed.
+CACHE_HOST_REASONS = {
+    "host namespaces": "host networking: clients must be handed the node's own address (coffea-casa#374)",
+    "hostPort": "host networking: each container port (xrootd's, the exporter's) is the node's own",
+    "restricted volume types": "hostPath: the node's NVMe disks",
+    "unrestricted capabilities": "prepare: CAP_CHOWN, to hand the disks' directories to the xrootd user",
+    "runAsNonRoot != true": "prepare: root, for CAP_CHOWN to be effective",
+    "runAsUser=0": "prepare: root, for CAP_CHOWN to be effective",
+}
+
+
+def psa_reasons(refusal: str) -> dict[str, str]:
+    """The check names of a Pod Security refusal ('host namespaces (...), runAsUser=0 (...)'), each with
+    its reason from CACHE_HOST_REASONS ('?' for one not listed there)."""
+    listed = refusal.split('violates PodSecurity "restricted:latest": ', 1)[-1]
+    outside, depth = [], 0
+    for char in listed:  # the names: what lies outside the parentheses
+        depth += char == "("
+        if depth == 0:
+            outside.append(char)
+        depth -= char == ")"
+    names = {name.strip() for name in "".join(outside).split(",") if name.strip()}
+    return {name: CACHE_HOST_REASONS.get(name, "?") for name in names}
+
+
 def is_cache_host(workload: dict) -> bool:
     return workload["spec"]["template"]["spec"].get("hostNetwork", False)
 
@@ -253,6 +278,10 @@ def test_every_generated_pod_passes_restricted_except_cache_hosts(lpcluster, nam
         host_paths = [f'"{v["name"]}"' for v in pod["spec"]["volumes"] if "hostPath" in v]
         volumes = f"volume {host_paths[0]} uses" if len(host_paths) == 1 else f"volumes {', '.join(host_paths)} use"
         assert f'restricted volume types ({volumes} restricted volume type "hostPath")' in refusal, refusal
+        # And nothing else but the prepare step's root with CAP_CHOWN (it hands the disks to the xrootd
+        # user): every container drops all else, escalates nothing, runs the RuntimeDefault profile.
+        assert psa_reasons(refusal) == CACHE_HOST_REASONS, refusal
+        assert 'container "prepare" must not include "CHOWN"' in refusal, refusal
         refusal = dry_run(lpcluster, baseline, pod)
         assert 'violates PodSecurity "baseline:latest"' in refusal, refusal
         assert "host namespaces (hostNetwork=true)" in refusal and "hostPath" in refusal, refusal
