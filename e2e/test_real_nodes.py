@@ -89,6 +89,7 @@ def _host_state() -> dict:
 @pytest.fixture(scope="module")
 def real():
     realnodes.down(CLUSTER)  # whatever a run that died left behind
+    _remove_disks()
     localcluster.down(CLUSTER)
     before = _host_state()
     config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / CLUSTER / "realnodes-kwokctl.yaml")
