@@ -97,3 +97,23 @@ def test_prepare_refusals_are_read_from_the_pod_status():
     assert unmounted_disks([other]) == ()
     message = unmounted_message(unmounted_disks(pods[:1]))
     assert "node-b:/srv/nvme0" in message and "node-b:/srv/meta" in message and unmounted_message(()) == ""
+
+
+def test_the_handler_lists_the_pools_pods_only_while_hosts_are_missing(monkeypatch):
+    from switchyard.handlers import xcachepool as handler
+
+    calls = []
+
+    class Kube:
+        def list(self, kind, namespace, selector):
+            calls.append((kind, namespace, selector))
+            return [cache_pod("node-a", {"state": REFUSED})]
+
+    monkeypatch.setattr(handler, "kube", Kube)
+    ready = {"sw1": {"desired": 2, "current": 2, "ready": 2}}
+    assert handler.read_unmounted("ns", "pool", ready) == () and calls == []
+    assert handler.read_unmounted("ns", "pool", {}) == () and calls == []
+    short = {**ready, "sw2": {"desired": 1, "current": 1, "ready": 0}}
+    assert handler.read_unmounted("ns", "pool", short) == (UnmountedDisk("node-a", "/srv/meta"),
+                                                            UnmountedDisk("node-a", "/srv/nvme0"))
+    assert calls == [("Pod", "ns", {"switchyard.dev/pool": "pool"})]
