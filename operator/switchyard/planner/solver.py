@@ -67,9 +67,9 @@ def displaced(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRe
         if fleet not in replicas or sum(by_switch.values()) > replicas[fleet]:
             continue    # gone, or shrunk: its own choice frees room
         for switch, n in by_switch.items():
-            ring, ring_after = min(n, today.hashed.get(fleet, {}).get(switch, 0)), \
-                Placement._ring(after, fleet, switch)
             now = after.workers.get(fleet, {}).get(switch, 0)
+            ring = min(n, today.hashed.get(fleet, {}).get(switch, 0))
+            ring_after = min(now, after.hashed.get(fleet, {}).get(switch, 0))
             if ring_after < ring or now - ring_after < n - ring:
                 return True
     return False
