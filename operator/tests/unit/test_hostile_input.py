@@ -127,7 +127,10 @@ def name_problems(obj: dict) -> list[str]:
         if len(name) + 1 + REVISION_HASH > 63:
             out.append("its controller-revision-hash label value")
     label_sets = [obj["metadata"].get("labels") or {}, (spec.get("selector") or {}).get("matchLabels") or {},
-                  ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}]
+                  ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {},
+                  (spec.get("podSelector") or {}).get("matchLabels") or {}]
+    label_sets += [(peer.get("podSelector") or {}).get("matchLabels") or {}
+                   for rule in spec.get("ingress") or () for peer in rule.get("from") or ()]
     if kind == "Service":
         label_sets.append(spec.get("selector") or {})
     for values in label_sets:
