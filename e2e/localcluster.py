@@ -12,6 +12,7 @@ switch and NVMe labels and the NIC annotation switchyard reads.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import subprocess
@@ -183,6 +184,7 @@ def up(name: str, topology: pathlib.Path, fast: bool = False, config: pathlib.Pa
     nodes = node_manifests(topology)
     kubectl(name, "apply", "--server-side", "--force-conflicts", "--field-manager=localcluster", "-f", "-",
             input=yaml.safe_dump_all(nodes))
+    _release_manual_status(name)
     _wait_nodes_ready(name, {n["metadata"]["name"] for n in nodes})
     log(f"{len(nodes)} simulated nodes ready; KUBECONFIG={kubeconfig}")
     return kubeconfig
@@ -192,6 +194,16 @@ def _healthy(name: str) -> bool:
     result = subprocess.run([str(tools() / "kubectl"), "--kubeconfig", str(kubeconfig_path(name)),
                              "get", "--raw", "/readyz"], capture_output=True, text=True, timeout=20)
     return result.returncode == 0
+
+
+def _release_manual_status(name: str) -> None:
+    """Hand every node a test held (MANUAL_STATUS) back to kwok. A held node gets no heartbeat: left held, the
+    node controller marks it NotReady a minute later, in the middle of whichever test runs next."""
+    key, value = MANUAL_STATUS.split("=")
+    held = [n["metadata"]["name"] for n in json.loads(kubectl(name, "get", "nodes", "-o", "json"))["items"]
+            if (n["metadata"].get("annotations") or {}).get(key) == value]
+    for node in held:
+        kubectl(name, "annotate", "node", node, f"{key}-")
 
 
 def _wait_nodes_ready(name: str, names: set[str], timeout: float = 120) -> None:
