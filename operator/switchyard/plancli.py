@@ -1,6 +1,6 @@
 """`switchyard plan`: the placement a facility gets on a topology, before touching a cluster.
 
-    switchyard plan -f facility.yaml --topology topo.yaml [-o table|json|yaml] [--compare]
+    switchyard plan -f facility.yaml --topology topo.yaml [-o table|json|yaml|svg|png] [--compare]
     switchyard plan -f facility.yaml --from-cluster [--kubeconfig FILE]
 
 Prints, per switch, the cache hosts, the workers per fleet, the routing, the
@@ -8,8 +8,11 @@ predicted uplink load in and out and the utilisation (the LP optimum's), and
 beside them what competing TCP flows get (the fair share: what the switch's
 caches serve, its uplink in and out); then the totals, the LP bound and the
 gap to it (and, when the search stopped at its limit, that the plan is not
-proven optimal), and the fair-share aggregate. All in link Gbps. Exit status: 0 planned, 1 valid but impossible
-(the reason is printed), 2 unusable input (the message names the field).
+proven optimal), and the fair-share aggregate; last, the target against the
+prediction and what binds it. All in link Gbps. Each default or override that
+changes a figure is a `warning:` line on stderr (a `warnings` list in JSON).
+Exit status: 0 planned, 1 valid but impossible (the reason is printed), 2
+unusable input (one line naming the file and the field).
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import json
 import os
 import pathlib
 import sys
-from typing import Any
 
 import yaml
 
@@ -40,7 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     source.add_argument("--from-cluster", action="store_true", help="read the nodes of the current cluster")
     p.add_argument("--kubeconfig", help="kubeconfig for --from-cluster (default: $KUBECONFIG, ~/.kube/config)")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml", "svg", "png"), default="table",
-                   help="svg, png: a picture of the facility (switchyard[plot]); the table goes to stderr then")
+                   help="svg, png: a picture of the facility instead of the table (needs switchyard[plot])")
     p.add_argument("--routing", choices=("local", "hashed", "auto"), help="override spec.routing")
     p.add_argument("--files", help="a list of file paths, one a line: ring readers' bytes split as rendezvous hashing "
                                    "spreads these files, instead of by the ring weights' average")
