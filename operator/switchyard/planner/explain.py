@@ -7,6 +7,7 @@ direction, which hosts, the WAN, the workers' demand), and the change that would
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from ..topology import Topology
@@ -57,7 +58,8 @@ def _remedy(result: Plan, topology: Topology, pools: Sequence[PoolRequest], flee
     if bottleneck == "demand":
         workers = sum(sum(by.values()) for by in result.placement.workers.values())
         per_worker = result.demand_gbps / workers if workers else max((f.body.read_gbps for f in fleets), default=0.0)
-        more = f"about {int(-(-short // per_worker))} more workers at {_gbps(per_worker)} Gbps each" if per_worker else "workers"
+        needed = math.ceil(short / per_worker - 1e-9) if per_worker else 0  # 100 / (100 / 75) is 75, not 76
+        more = f"about {needed} more workers at {_gbps(per_worker)} Gbps each" if per_worker else "workers"
         return (f"the workers' demand binds ({workers} workers read {_gbps(result.demand_gbps)} Gbps): "
                 f"raise the fleets' replicas or readGbps ({more})")
     if bottleneck.startswith("uplink"):
