@@ -46,13 +46,16 @@ def _plain(workload: dict, name: str, replicas: int) -> dict:
 
 
 def equal_ring(ring: str) -> str:
-    """SWITCHYARD_CACHE_RING's hosts, each weighted 1 (`root://h:p=w,...`)."""
-    return ",".join(entry.rsplit("=", 1)[0] + "=1" for entry in ring.split(",") if entry)
+    """The ring's hosts (the routing ConfigMap's `ring`, or SWITCHYARD_CACHE_RING), each weighted 1, as
+    SWITCHYARD_CACHE_RING (`node@root://address:port=1,...`)."""
+    entries = [e.strip() for line in ring.splitlines() if not line.startswith("#") for e in line.split(",")]
+    return ",".join(entry.rsplit("=", 1)[0] + "=1" for entry in entries if entry)
 
 
-def workloads(statefulsets: Iterable[dict], deployments: Iterable[dict], nvme_label: str) -> list[dict]:
+def workloads(statefulsets: Iterable[dict], deployments: Iterable[dict], nvme_label: str, ring: str) -> list[dict]:
     """One cache StatefulSet and one worker Deployment with the operator's pods' counts, placement left to
-    the scheduler (caches: any node with the NVMe label)."""
+    the scheduler (caches: any node with the NVMe label). `ring`: the fleet's routing ConfigMap's ring; the
+    baseline's workers are given its hosts, equally weighted, in SWITCHYARD_CACHE_RING instead of the file."""
     statefulsets, deployments = sorted(statefulsets, key=_name), sorted(deployments, key=_name)
     caches = _plain(statefulsets[0], f"{PREFIX}-xcache", sum(s["spec"]["replicas"] for s in statefulsets))
     caches["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -62,8 +65,8 @@ def workloads(statefulsets: Iterable[dict], deployments: Iterable[dict], nvme_la
             container["args"] = _without_option(container.get("args", []), "--switch")
     workers = _plain(deployments[0], f"{PREFIX}-dask", sum(d["spec"]["replicas"] for d in deployments))
     for container in workers["spec"]["template"]["spec"]["containers"]:
-        container["env"] = [{**e, "value": equal_ring(e["value"])} if e["name"] == "SWITCHYARD_CACHE_RING" else e
-                            for e in container["env"]]
+        container["env"] = [e for e in container["env"] if e["name"] != "SWITCHYARD_CACHE_RING_FILE"] + \
+            [{"name": "SWITCHYARD_CACHE_RING", "value": equal_ring(ring)}]
     return [caches, workers]
 
 

@@ -98,10 +98,12 @@ def read_files(config, stream_count, seconds, seed):
     from urllib.parse import urlsplit
     from switchyard.routing import Router
     router = Router.from_env()
+    ring = router.current_ring() if hasattr(router, "current_ring") else router.ring
+    node_of = {c.address.rsplit(":", 1)[0].strip("[]"): c.name for c in ring}
     pod = socket.gethostname()
     def url_of(path):
         url = urlsplit(router.route(config["origin"] + "/" + path))
-        name = url.hostname
+        name = node_of.get(url.hostname, url.hostname)  # a ring entry's address -> its node name
         return name, f"root://{config['hosts'][name]}:{url.port}//" + url.path.lstrip("/")
     def read(url):
         # The XRootD client's Python bindings (in the worker image), in 8 MiB reads: no process per file.
@@ -244,6 +246,11 @@ def pods(cluster: Cluster, replicas: int, prefix: str = "af") -> tuple[list[dict
     return wait_for(settled, timeout=300, interval=2, what=f"{replicas} Ready workers and Ready caches, no rollout")
 
 
+def routing_ring(cluster: Cluster) -> str:
+    """The ring the operator published for the fleet (its routing ConfigMap), which its workers read from a file."""
+    return ((cluster.kube.get("ConfigMap", NAMESPACE, "af-dask-routing") or {}).get("data") or {}).get("ring", "")
+
+
 def env_of(pod: dict) -> dict[str, str]:
     return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
 
@@ -280,14 +287,20 @@ def window(fabric: RealFabric, seconds: float) -> dict:
 
 
 def prediction(topology, nodes: list[realnodes.RealNode], workers: list[dict], files: list[str], read_gbps: float,
-               origin_url: str) -> tuple[object, dict, list]:
-    """The fair share with each worker's actual split of the files over the ring's hosts (and its streams)."""
+               origin_url: str, ring: str) -> tuple[object, dict, list]:
+    """The fair share with each worker's actual split of the files over the ring's hosts (and its streams).
+
+    `ring`: the fleet's routing ConfigMap's, for the workers told its file rather than the ring."""
     switch_of = {n.name: n.switch for n in nodes}
     nic = {n.name: n.nic_gbps for n in nodes}
     streams, splits = [], {}
     for w in workers:
-        router = Router.from_env(env_of(w))
-        homes = [urlsplit(router.route(origin_url + "/" + f)).hostname for f in files]
+        env = env_of(w)
+        if env.pop("SWITCHYARD_CACHE_RING_FILE", None) and "SWITCHYARD_CACHE_RING" not in env:
+            env["SWITCHYARD_CACHE_RING"] = ",".join(e for e in ring.splitlines() if e and not e.startswith("#"))
+        router = Router.from_env(env)
+        node_of = {c.address.rsplit(":", 1)[0].strip("[]"): c.name for c in router.current_ring()}  # address -> node
+        homes = [node_of.get(h, h) for h in (urlsplit(router.route(origin_url + "/" + f)).hostname for f in files)]
         shares = {h: homes.count(h) / len(homes) for h in sorted(set(homes))}
         splits[w["spec"]["nodeName"]] = shares
         streams.append((w["spec"]["nodeName"], read_gbps, shares))
@@ -360,7 +373,8 @@ def measure(cluster: Cluster, fabric: RealFabric, real, topology, nodes, caches:
     run["warm"] = {"seconds": round(time.monotonic() - t0, 1), "reads": len(warm[0]["reads"]),
                    "failed": sum(1 for r in warm[0]["reads"] if not r[5])}
     log(f"warm: {run['warm']}")
-    fair, splits, streams = prediction(topology, nodes, workers, files, 25.0, origin_url.rstrip("/"))
+    fair, splits, streams = prediction(topology, nodes, workers, files, 25.0, origin_url.rstrip("/"),
+                                       routing_ring(cluster))
     run["split"] = splits
     run["fair_share"] = {"delivered_gbps": fair.delivered_gbps, "uplinks": fair.uplinks,
                          "served": fair.served, "saturated": list(fair.saturated)}
@@ -484,7 +498,8 @@ def bench(args) -> dict:
         own = {kind: [o for o in cluster.kube.list(kind, NAMESPACE) if o["metadata"]["name"].startswith(prefix)]
                for kind, prefix in (("StatefulSet", "af-xcache-"), ("Deployment", "af-dask-"))}
         baseline = default_scheduler_pods.workloads(own["StatefulSet"], own["Deployment"],
-                                                    yaml.safe_load(TOPOLOGY.read_text())["nvmeLabel"])
+                                                    yaml.safe_load(TOPOLOGY.read_text())["nvmeLabel"],
+                                                    routing_ring(cluster))
         result["baseline_workloads"] = baseline
         result["runs"] = []
         hosts = {n: info["address"] for n, info in real.nodes.items()}

@@ -65,6 +65,25 @@ def wait_port(port: int, timeout: float = 60) -> None:
     raise TimeoutError(f"nothing listens on {port}")
 
 
+def assert_ring_names_cache_hosts_by_internal_ip(cluster, namespace: str, pod: dict) -> None:
+    """The worker mounts its fleet's routing ConfigMap as a directory, and the ring there names each cache
+    host `node@root://<its Node's InternalIP>:port=weight` (what any pod reaches without DNS)."""
+    fleet = pod["metadata"]["labels"]["switchyard.dev/fleet"]
+    config = cluster.kube.get("ConfigMap", namespace, f"{fleet}-routing")
+    assert config is not None, f"no routing ConfigMap for fleet {fleet}"
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "routing"]
+    assert volume["configMap"]["name"] == f"{fleet}-routing"
+    (mount,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "routing"]
+    assert mount["mountPath"] == "/etc/switchyard/routing" and "subPath" not in mount
+    entries = [line for line in config["data"]["ring"].splitlines() if line and not line.startswith("#")]
+    assert entries, config["data"]
+    for entry in entries:
+        node, _, url = entry.partition("@")
+        addresses = cluster.kube.get("Node", None, node)["status"]["addresses"]
+        internal = next(a["address"] for a in addresses if a["type"] == "InternalIP")
+        assert urllib.parse.urlsplit(url.rsplit("=", 1)[0]).hostname == internal, (entry, addresses)
+
+
 def test_generated_worker_joins_its_scheduler_and_reads_through_the_cache(cluster, operator, namespace):
     require("xrootd", "xrdcp")
     from distributed import Client
@@ -87,6 +106,7 @@ def test_generated_worker_joins_its_scheduler_and_reads_through_the_cache(cluste
                 if p["status"].get("phase") == "Running"]
         pod = pods[0]
         env = pod_environment(pod)
+        assert_ring_names_cache_hosts_by_internal_ip(cluster, namespace, pod)
         container = pod["spec"]["containers"][0]
         argv = [expand(a, env) for a in container["command"] + container["args"]]
         assert argv[:2] == ["dask", "worker"] and argv[2].startswith("tcp://")

@@ -62,7 +62,8 @@ def render(doc: dict, nodes: list, settings: Settings | None = None) -> list[dic
                                   staging=by_name.get(("S3Staging", staging)) if staging else None)
             if isinstance(intent, Outcome):
                 _children(intent, what)
-            grandchildren = _children(desired_fleet(child_name, namespace, intent, intent.plan.workers, {}, settings),
+            grandchildren = _children(desired_fleet(child_name, namespace, intent, intent.plan.workers, {}, settings,
+                                                    nodes),
                                       what)
         else:
             spec = S3StagingSpec.model_validate(child["spec"])

@@ -58,6 +58,14 @@ class NodeInfo:
     # Where its clients' traffic comes from: InternalIPs and spec.podCIDR(s) (the exporters' client map).
     # Not compared: an address change re-renders the map, it does not re-plan.
     client_networks: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    # Its InternalIPs in the Node's own order (the first is where its host-network pods listen for
+    # others: the address hashed readers are told for a cache host). Not compared, as above.
+    internal_ips: tuple[str, ...] = field(default=(), compare=False, hash=False)
+
+    @property
+    def address(self) -> str | None:
+        """Where pods reach a host-network process on this node through no DNS: its first InternalIP."""
+        return self.internal_ips[0] if self.internal_ips else None
 
     def label(self, key: str) -> str | None:
         return self.labels.get(key)
@@ -105,7 +113,14 @@ def node_info(body: Mapping, nic_annotation: str = "switchyard.dev/nic-gbps") ->
         not_ready_since=None if ready else ready_condition.get("lastTransitionTime") or "",
         taints=node_taints(body.get("spec", {}).get("taints") or ()),
         client_networks=node_client_networks(body),
+        internal_ips=node_internal_ips(body),
     )
+
+
+def node_internal_ips(body: Mapping) -> tuple[str, ...]:
+    """A Node's InternalIPs, in status.addresses' order (the kubelet lists its primary first)."""
+    found = [a.get("address") for a in (body.get("status") or {}).get("addresses") or () if a.get("type") == "InternalIP"]
+    return tuple(dict.fromkeys(a for a in found if a))
 
 
 def node_client_networks(body: Mapping) -> tuple[str, ...]:

@@ -11,15 +11,36 @@ the rest on the ring: forbidding that would cost Gbps or uplink headroom the
 plan can have for free). Such a switch gets two Deployments, `<fleet>-<switch>-local`
 and `<fleet>-<switch>-ring`, each selecting its pods by ROUTING_LABEL as well; a
 switch with one kind keeps the single `<fleet>-<switch>`.
+
+What changes with the plan's ring (which caches, their weights, which switches
+have caches) is not in the pod template: it is the fleet's routing ConfigMap
+(`<fleet>-routing`, keys `ring` and `switches`), mounted as a directory at
+ROUTING_DIR in every worker of a fleet with a pool. The kubelet refreshes a
+directory mount (a `subPath` mount it never would) by swapping its `..data`
+symlink, and the routing client re-reads the file (switchyard.routing
+RingFile), so a cache lost, added or reweighted changes where new reads go
+within about a minute and restarts no worker. The fleet owns it, not the pool:
+a ConfigMap volume must be in the pod's namespace, the ring is the fleet's
+slice of the plan (its status.plan), and it is pruned with the fleet.
+
+The ring names each cache host `name@root://<InternalIP>:<port>`: the rule
+hashes the node name (planner/hashing.py; an address change moves no file),
+workers connect to the node's InternalIP. Cache pods run on the host network,
+so xrootd listens on the node's addresses and an InternalIP reaches it from
+any pod through no DNS at all; a node's name resolves only where the site's
+DNS knows node names, and per-pod names of a headless Service over
+host-network pods would still need cluster DNS records for them (and the
+cache advertises its own host to redirected clients). A node without an
+InternalIP is named by its node name, which the fleet's status says.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, WorkerFleetSpec
 from ..api.plans import FleetPlan
-from ..routing import HASH_RULE  # the rule of switchyard.planner.hashing, as workers are told it
+from ..routing import HASH_RULE, RING_FILE_ENV, ring_entry  # HASH_RULE: planner/hashing.py's, as workers are told it
 from .common import (COMPONENT_LABEL, FLEET_LABEL, GATEWAY_COMPONENT, SWITCH_LABEL, PolicyPeers, child_name,
                      dask_scheduler_probes, ingress_policy, labels, namespaces_peer, restricted_pod_security_context,
                      restricted_security_context, switch_affinity, tolerations)
@@ -28,7 +49,9 @@ from .xcachepool import endpoint
 ROUTING_LABEL = "switchyard.dev/routing"  # on the two Deployments (and pods) of a switch with both kinds
 DASK_SCHEDULER_PORT = 8786
 DASK_DASHBOARD_PORT = 8787
-CHILD_KINDS = ("Deployment", "Service", "NetworkPolicy")
+CHILD_KINDS = ("Deployment", "Service", "NetworkPolicy", "ConfigMap")
+ROUTING_DIR = "/etc/switchyard/routing"  # the routing ConfigMap, mounted as a directory (never subPath)
+RING_KEY, SWITCHES_KEY = "ring", "switches"
 # Dask workers that read through a pool load switchyard.routing.dask_preload: their
 # root:// reads (fsspec, uproot) then go to the caches their environment names. As
 # preload text, not a module name, so an image without switchyard still starts
@@ -108,7 +131,8 @@ def reader_groups(plan: FleetPlan, switch: str) -> list[tuple[str, str | None, i
 def cache_env(plan: FleetPlan, namespace: str, switch: str, routing: str | None = None) -> list[dict]:
     """Where a worker on `switch` reads through: its switch's cache, or the whole pool.
 
-    `routing`: how this worker reads (reader_groups); by default the switch's routing."""
+    `routing`: how this worker reads (reader_groups); by default the switch's routing. A ring
+    reader is told the ring's file (build_routing_config), never the ring: the template stays put."""
     pool = plan.pool
     if not pool:
         return []
@@ -118,19 +142,51 @@ def cache_env(plan: FleetPlan, namespace: str, switch: str, routing: str | None 
     env = [
         {"name": "SWITCHYARD_CACHE_ENDPOINT", "value": "root://" + endpoint(pool, namespace, port, switch if local else None)},
         {"name": "SWITCHYARD_ROUTING", "value": routing},
-        {"name": "SWITCHYARD_CACHE_SWITCHES", "value": ",".join(plan.cache_switches)},
         # fixed: a cache fetches misses from its own origin; forward: readers put the origin's URL in the path
         {"name": "SWITCHYARD_CACHE_ORIGIN_MODE", "value": plan.pool_origin_mode},
         *({"name": k, "value": v} for k, v in XROOTD_CLIENT_ENV),
     ]
-    ring = plan.cache_ring
-    if routing == "hashed" and ring:
+    if routing == "hashed":
         env += [
             {"name": "SWITCHYARD_HASH_RULE", "value": HASH_RULE},
-            {"name": "SWITCHYARD_CACHE_RING",
-             "value": ",".join(f"root://{host}:{port}={weight:g}" for host, weight in sorted(ring.items()))},
+            {"name": RING_FILE_ENV, "value": f"{ROUTING_DIR}/{RING_KEY}"},
         ]
     return env
+
+
+def routing_config_name(fleet: str) -> str:
+    return child_name(fleet, "routing")
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address  # an IPv6 address in a URL
+
+
+def ring_entries(plan: FleetPlan, addresses: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
+    """The ring's entries (`node@root://InternalIP:port=weight`, by node name) and the cache hosts
+    named by their node name for want of an InternalIP (`addresses`: node name -> its InternalIP)."""
+    entries, unaddressed = [], []
+    for node, weight in sorted(plan.cache_ring.items()):
+        address = addresses.get(node)
+        if not address:
+            unaddressed.append(node)
+        entries.append(ring_entry(node, f"{_host(address or node)}:{plan.pool_port}", weight))
+    return entries, unaddressed
+
+
+def build_routing_config(fleet: str, plan: FleetPlan, addresses: Mapping[str, str | None]) -> dict | None:
+    """The fleet's routing ConfigMap (what its ring readers re-read), or None for a fleet without a pool."""
+    if not plan.pool:
+        return None
+    entries, unaddressed = ring_entries(plan, addresses)
+    header = [f"# {HASH_RULE} ring of XCachePool {plan.pool}: node@root://address:port=weight, one per line"]
+    header += [f"# {node}: no InternalIP, named by its node name" for node in unaddressed]
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": routing_config_name(fleet), "labels": labels("routing", fleet, **{FLEET_LABEL: fleet})},
+        "data": {RING_KEY: "\n".join(header + entries) + "\n",
+                 SWITCHES_KEY: "".join(f"{sw}\n" for sw in plan.cache_switches)},
+    }
 
 
 JITTER_RESOURCES = {"cpu": "100m", "memory": "64Mi", "ephemeral-storage": "16Mi"}
@@ -193,8 +249,15 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
         "securityContext": restricted_security_context(),
     }
     tls = spec.dask.tls_secret if spec.dask is not None else None
+    mounts, volumes = [], []
     if tls:
-        container["volumeMounts"] = [{"name": "dask-tls", "mountPath": TLS_MOUNT, "readOnly": True}]
+        mounts.append({"name": "dask-tls", "mountPath": TLS_MOUNT, "readOnly": True})
+        volumes.append({"name": "dask-tls", "secret": {"secretName": tls}})
+    if plan.pool:  # a directory, never subPath: the kubelet refreshes it as the ring changes
+        mounts.append({"name": "routing", "mountPath": ROUTING_DIR, "readOnly": True})
+        volumes.append({"name": "routing", "configMap": {"name": routing_config_name(fleet)}})
+    if mounts:
+        container["volumeMounts"] = mounts
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": pod_labels},
@@ -210,7 +273,7 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
                     "enableServiceLinks": False,
                     "securityContext": restricted_pod_security_context(),
                     "containers": [container],
-                    **({"volumes": [{"name": "dask-tls", "secret": {"secretName": tls}}]} if tls else {}),
+                    **({"volumes": volumes} if volumes else {}),
                     **({"initContainers": [jitter_container(spec, helper_image)]} if spec.ramp_up.jitter_seconds else {}),
                 },
             },

@@ -8,16 +8,17 @@ builds the workloads for the counts it reached.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import conditions as cond
 from ..api import S3StagingSpec, WorkerFleetSpec
 from ..api.plans import FleetPlan, decode
 from ..builders.s3staging import staging_env
-from ..builders.workerfleet import build_fleet, engine, pod_selector, worker_image
+from ..builders.workerfleet import build_fleet, build_routing_config, engine, pod_selector, ring_entries, worker_image
 from ..imagepolicy import refusal
 from ..settings import Settings
+from ..topology import NodeInfo
 from . import Outcome, held, policy_peers, validate
 
 KIND = "WorkerFleet"
@@ -80,14 +81,19 @@ def fleet_intent(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
 
 
 def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mapping[str, int],
-                  workloads: Mapping[str, dict], settings: Settings) -> Outcome:
+                  workloads: Mapping[str, dict], settings: Settings, nodes: Sequence[NodeInfo] = ()) -> Outcome:
     """The workloads for `counts` (workers per switch the ramp-up reached) and the fleet's status.
 
-    extra["retry_seconds"]: come back this soon (ramping up) rather than at the next tick.
+    `nodes`: where the ring's cache hosts are reached (their InternalIPs) in the routing ConfigMap.
+    extra["retry_seconds"]: come back this soon (ramping up) rather than at the next tick;
+    extra["unaddressed"]: the ring's cache hosts without an InternalIP, named by their node name.
     """
     spec, plan = intent.spec, intent.plan
     children = build_fleet(name, namespace, spec, plan, helper_image=settings.exporter_image, counts=dict(counts),
                            staging_env=intent.staging_env, policies=policy_peers(settings))
+    addresses = {node.name: node.address for node in nodes}
+    if (routing := build_routing_config(name, plan, addresses)) is not None:
+        children.insert(0, routing)  # applied before the Deployments whose pods mount it
     planned = plan.workers
     switches = [{"switch": sw, "desired": n, "started": counts.get(sw, 0),
                  "ready": min(workloads.get(sw, {}).get("ready", 0), n)} for sw, n in sorted(planned.items())]
@@ -96,7 +102,7 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
     started = sum(counts.values())
     status = {**intent.base, "replicas": sum(w["current"] for w in workloads.values()), "readyReplicas": ready,
               "switches": switches}
-    extra: dict = {"plan": plan}
+    extra: dict = {"plan": plan, "unaddressed": ring_entries(plan, addresses)[1] if plan.pool else []}
     if not accounts_for(plan, spec.replicas):
         states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
     elif started < total:

@@ -21,6 +21,7 @@ from .status import why_waiting, write_status
 PLURAL = "workerfleets"
 # "namespace/name" -> (start tokens, counts per switch last asked for)
 _ramps: dict[str, tuple[rampup.Bucket | None, dict[str, int]]] = {}
+_unaddressed: dict[str, list[str]] = {}  # "namespace/name" -> ring hosts last logged as named by node name
 
 
 def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: dict[str, int]) -> dict[str, int]:
@@ -44,6 +45,7 @@ def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: di
 
 def _forget_ramp(namespace: str, name: str) -> None:
     _ramps.pop(f"{namespace}/{name}", None)
+    _unaddressed.pop(f"{namespace}/{name}", None)
 
 
 def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
@@ -63,7 +65,11 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     workloads = per_switch(workloads_of(deployment_index, uid))
     counts = _ramp(f"{namespace}/{name}", intent.spec, dict(intent.plan.workers),
                    {sw: w["desired"] for sw, w in workloads.items()})
-    outcome = desired_fleet(name, namespace, intent, counts, workloads, current())
+    outcome = desired_fleet(name, namespace, intent, counts, workloads, current(), nodes_of(node_index))
+    if (unaddressed := outcome.extra.get("unaddressed")) and _unaddressed.get(f"{namespace}/{name}") != unaddressed:
+        logger.warning(f"Cache host(s) {', '.join(unaddressed)} have no InternalIP: the ring names them by node "
+                       "name, which workers resolve only where the site's DNS knows node names")
+    _unaddressed[f"{namespace}/{name}"] = unaddressed or []
     try:
         converge(body, outcome.children, CHILD_KINDS, logger)
     except Refused as exc:

@@ -5,7 +5,13 @@ The rule, precise enough to reimplement in any language:
 1. Inputs: the file path as given to the client (a string, encoded UTF-8) and
    the pool's ring as published with the plan (`Plan.hash_weights[pool]`): a
    map from cache name (the cache host's node name) to a weight > 0. Caches
-   of weight 0 are not in the ring.
+   of weight 0 are not in the ring. The name is the cache's identity, never
+   its address: workers are told each cache as `name@root://address:port=weight`
+   (one entry per line of the fleet's routing ConfigMap, `ring`, or commas in
+   SWITCHYARD_CACHE_RING; see switchyard/routing/__init__.py), the address
+   being the node's InternalIP, and they hash the name, so a host whose
+   address changes keeps its files. An entry without `name@` is named by its
+   host.
 2. For each cache c: d = SHA-256(UTF-8(c) + b"\\x00" + UTF-8(path)); take the
    first 8 bytes of d as a big-endian unsigned 64-bit integer h, keep its top
    53 bits, h53 = h >> 11, and let u = (h53 + 0.5) / 2**53, so 0 < u < 1

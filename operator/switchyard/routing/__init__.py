@@ -8,9 +8,25 @@ Every worker of a fleet that reads through a pool is told, in its environment
   (local) or the pool-wide one;
 - `SWITCHYARD_CACHE_ORIGIN_MODE`: the pool's `origin.mode`, `fixed` (default)
   or `forward`;
-- in `hashed` routing, `SWITCHYARD_CACHE_RING` (`root://host:port=weight,...`,
-  the pool's cache hosts with the weights the planner publishes) and
-  `SWITCHYARD_HASH_RULE` (`rendezvous-sha256-v1`).
+- in `hashed` routing, `SWITCHYARD_CACHE_RING_FILE` (a file of the fleet's
+  routing ConfigMap, mounted as a directory: the ring changes without a pod
+  restart) or, for clients outside Kubernetes, `SWITCHYARD_CACHE_RING`
+  (the same ring inline), and `SWITCHYARD_HASH_RULE` (`rendezvous-sha256-v1`).
+
+The ring, in the variable or the file: entries separated by commas or new
+lines, each `[name@]root://host[:port]=weight`; in the file, lines starting
+with `#` are comments. `name` is the cache's identity for the rule (the cache
+host's node name), `host` where it is reached (its node's InternalIP, say
+`sw1-c-0@root://10.0.0.5:1094=1.5`); without `name@` the host is the name.
+The rule hashes the name, never the address, so a cache host whose address
+changes keeps its files.
+
+When both are given the file wins. It is re-read when it changes (a stat of
+its path at most every RING_RECHECK_SECONDS; the kubelet swaps the mounted
+directory's `..data` symlink atomically, so the path names a new inode): each
+read picks its caches from the ring of the moment it starts and keeps that
+failover order to its end. A file missing, unreadable or malformed keeps the
+last good ring (the variable's when the file never parsed) and is logged once.
 
 `Router.from_env()` reads them; `Router.candidates(url)` is the ordered list
 of URLs to read a file from: in `local` routing the switch's endpoint; in
@@ -36,9 +52,12 @@ in worker images.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -49,11 +68,15 @@ HASH_RULE = "rendezvous-sha256-v1"  # the rule of switchyard/planner/hashing.py,
 ROUTING_ENV = "SWITCHYARD_ROUTING"
 ENDPOINT_ENV = "SWITCHYARD_CACHE_ENDPOINT"
 RING_ENV = "SWITCHYARD_CACHE_RING"
+RING_FILE_ENV = "SWITCHYARD_CACHE_RING_FILE"
+RING_RECHECK_SECONDS = 5.0  # how often a ring file's path is stat'ed, at most: the kubelet refreshes in ~1 minute
 RULE_ENV = "SWITCHYARD_HASH_RULE"
 ORIGIN_MODE_ENV = "SWITCHYARD_CACHE_ORIGIN_MODE"
 SCHEMES = ("root", "roots", "xroot", "xroots")
 _TLS_SCHEMES = ("roots", "xroots")
 _EMBEDDED_URL = re.compile(r"^[a-z][a-z0-9+.-]*:/", re.IGNORECASE)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")  # a node name (DNS subdomain)
+log = logging.getLogger("switchyard.routing")
 
 
 class RoutingError(ValueError):
@@ -82,29 +105,95 @@ def _address(value: str, variable: str) -> tuple[str, str, str]:
     return parts.scheme.lower(), host, parts.netloc.rsplit("@", 1)[-1]
 
 
-def parse_ring(value: str) -> tuple[Cache, ...]:
-    """`root://host:port=weight,...` (SWITCHYARD_CACHE_RING) → the caches, in the order given."""
+def ring_entry(name: str, address: str, weight: float, scheme: str = "root") -> str:
+    """One entry of the ring as the operator writes it: `name@root://address=weight` (`address` is
+    host:port, an IPv6 host in brackets); just `root://address=weight` when the name is the host."""
+    prefix = "" if address.rsplit(":", 1)[0].strip("[]") == name else f"{name}@"
+    return f"{prefix}{scheme}://{address}={weight:g}"
+
+
+def parse_ring(value: str, source: str = RING_ENV, *, allow_empty: bool = False) -> tuple[Cache, ...]:
+    """`[name@]root://host:port=weight,...` (SWITCHYARD_CACHE_RING, or a ring file: new lines separate
+    too, `#` starts a comment line) → the caches, in the order given. `allow_empty`: a ring of no
+    entry at all is () rather than an error (a ring file while the pool has no cache)."""
     caches: dict[str, Cache] = {}
-    for item in value.split(","):
-        item = item.strip()
+    items = [i.strip() for line in value.splitlines() if not line.strip().startswith("#") for i in line.split(",")]
+    for item in items:
         if not item:
             continue
         url, sep, weight_text = item.rpartition("=")
         if not sep:
-            raise RoutingError(f"{RING_ENV}: {item!r} has no '=weight' (expected root://host:port=weight,...)")
-        _, host, address = _address(url, RING_ENV)
+            raise RoutingError(f"{source}: {item!r} has no '=weight' (expected [name@]root://host:port=weight,...)")
+        name, at, rest = url.partition("@")
+        if at and "://" not in name:
+            url = rest
+            if not _NAME.match(name):
+                raise RoutingError(f"{source}: {name!r} in {item!r} is not a cache host's node name")
+        else:
+            name = ""
+        _, host, address = _address(url, source)
+        name = name or host
         try:
             weight = float(weight_text)
         except ValueError:
-            raise RoutingError(f"{RING_ENV}: the weight of {url!r} is {weight_text!r}, not a number") from None
+            raise RoutingError(f"{source}: the weight of {url!r} is {weight_text!r}, not a number") from None
         if not math.isfinite(weight) or weight < 0:
-            raise RoutingError(f"{RING_ENV}: the weight of {url!r} is {weight_text!r}; it must be a finite number >= 0")
-        if host in caches:
-            raise RoutingError(f"{RING_ENV}: cache {host!r} is listed twice")
-        caches[host] = Cache(host, address, weight)
+            raise RoutingError(f"{source}: the weight of {url!r} is {weight_text!r}; it must be a finite number >= 0")
+        if name in caches:
+            raise RoutingError(f"{source}: cache {name!r} is listed twice")
+        caches[name] = Cache(name, address, weight)
+    if allow_empty and not caches:
+        return ()
     if not any(c.weight > 0 for c in caches.values()):
-        raise RoutingError(f"{RING_ENV}: {value!r} names no cache of weight > 0")
+        raise RoutingError(f"{source}: {value!r} names no cache of weight > 0")
     return tuple(caches.values())
+
+
+class RingFile:
+    """A ring file the kubelet refreshes (a ConfigMap key mounted as a directory), re-read when it changes.
+
+    `current()` costs a clock read, and a stat at most every `recheck` seconds: the file is parsed
+    again only when its path names another file (inode) or it was rewritten (mtime, size). What it
+    cannot read or parse keeps the last good ring (`fallback` until one parsed), logged once per
+    distinct problem."""
+
+    def __init__(self, path: str, fallback: tuple[Cache, ...] = (), recheck: float = RING_RECHECK_SECONDS,
+                 clock=time.monotonic) -> None:
+        self.path, self.recheck, self._clock = path, recheck, clock
+        self._ring, self._seen, self._checked, self._problem = fallback, None, None, ""
+        self._lock = threading.Lock()
+        self.current()
+
+    def current(self) -> tuple[Cache, ...]:
+        now = self._clock()
+        if self._checked is not None and now - self._checked < self.recheck:
+            return self._ring
+        with self._lock:
+            if self._checked is None or now - self._checked >= self.recheck:
+                self._checked = now
+                self._refresh()
+        return self._ring
+
+    def _refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+            seen = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+            if seen == self._seen:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                ring = parse_ring(f.read(), f"{RING_FILE_ENV} {self.path}", allow_empty=True)
+        except (OSError, UnicodeDecodeError, RoutingError) as error:
+            problem = f"{type(error).__name__}: {error}"
+            if problem != self._problem:
+                kept = ",".join(c.name for c in self._ring) or "none"
+                log.warning("switchyard routing: cannot use the ring file %s (%s); keeping the last good ring (%s)",
+                            self.path, problem, kept)
+                self._problem = problem
+            return
+        if self._seen is not None and ring != self._ring:
+            log.info("switchyard routing: the ring file %s changed: %s", self.path,
+                     ",".join(f"{c.name}={c.weight:g}" for c in ring) or "no cache")
+        self._ring, self._seen, self._problem = ring, seen, ""
 
 
 def file_path(url: str) -> str | None:
@@ -129,6 +218,7 @@ class Router:
     endpoint: str | None = None  # root://host:port
     ring: tuple[Cache, ...] = field(default=())
     origin_mode: str = "fixed"  # the pool's origin.mode: "forward" puts the origin's URL in the path
+    ring_file: RingFile | None = field(default=None, compare=False)  # when set, its current ring wins over `ring`
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Router":
@@ -137,12 +227,13 @@ class Router:
         routing = (env.get(ROUTING_ENV) or "").strip() or None
         endpoint = (env.get(ENDPOINT_ENV) or "").strip() or None
         ring_text = (env.get(RING_ENV) or "").strip()
+        ring_path = (env.get(RING_FILE_ENV) or "").strip()
         rule = (env.get(RULE_ENV) or "").strip()
         origin_mode = (env.get(ORIGIN_MODE_ENV) or "").strip() or "fixed"
-        if routing is None and endpoint is None and not ring_text:
+        if routing is None and endpoint is None and not ring_text and not ring_path:
             return cls()
         if routing is None:
-            routing = "hashed" if ring_text else "local"
+            routing = "hashed" if ring_text or ring_path else "local"
         if routing not in ("local", "hashed"):
             raise RoutingError(f"{ROUTING_ENV}: {routing!r} is not 'local' or 'hashed'")
         if origin_mode not in ("fixed", "forward"):
@@ -151,32 +242,41 @@ class Router:
             scheme, _, address = _address(endpoint, ENDPOINT_ENV)
             endpoint = f"{scheme}://{address}"
         ring: tuple[Cache, ...] = ()
-        if routing == "hashed" and ring_text:
+        ring_file = None
+        if routing == "hashed" and (ring_text or ring_path):
             if rule and rule != HASH_RULE:
                 raise RoutingError(f"{RULE_ENV}: {rule!r} is a rule this client does not know (it applies {HASH_RULE})")
-            ring = parse_ring(ring_text)
-        if endpoint is None and not ring:
-            needs = ENDPOINT_ENV if routing == "local" else f"{RING_ENV} or {ENDPOINT_ENV}"
+            ring = parse_ring(ring_text) if ring_text else ()
+            ring_file = RingFile(ring_path, ring) if ring_path else None
+        if endpoint is None and not ring and ring_file is None:
+            needs = ENDPOINT_ENV if routing == "local" else f"{RING_FILE_ENV}, {RING_ENV} or {ENDPOINT_ENV}"
             raise RoutingError(f"{ROUTING_ENV} is {routing!r} but {needs} is not set")
-        return cls(routing, endpoint, ring, origin_mode)
+        return cls(routing, endpoint, ring, origin_mode, ring_file)
 
     @property
     def active(self) -> bool:
         return self.routing is not None
 
+    def current_ring(self) -> tuple[Cache, ...]:
+        """The ring of this moment: the ring file's when there is one, else the environment's."""
+        return self.ring_file.current() if self.ring_file is not None else self.ring
+
     def caches(self, path: str) -> list[str]:
-        """host[:port] of the caches to read `path` from, in order (the rule's, in hashed routing)."""
-        if self.routing == "hashed" and self.ring:
-            weights = {c.name: c.weight for c in self.ring}
-            addresses = {c.name: c.address for c in self.ring}
+        """host[:port] of the caches to read `path` from, in order (the rule's, in hashed routing).
+
+        The rule hashes each cache's name (its node name), the list holds their addresses."""
+        ring = self.current_ring() if self.routing == "hashed" else ()
+        if any(c.weight > 0 for c in ring):
+            weights = {c.name: c.weight for c in ring}
+            addresses = {c.name: c.address for c in ring}
             return [addresses[name] for name in hashing().order(path, weights)]
-        assert self.endpoint is not None
-        return [self.endpoint.split("://", 1)[1]]
+        return [self.endpoint.split("://", 1)[1]] if self.endpoint else []
 
     def candidates(self, url: str) -> list[str]:
         """The URLs to read `url` from, best first; [url] itself when it is not routed."""
         path = file_path(url) if self.active else None
-        if path is None:
+        addresses = self.caches(path) if path is not None else []
+        if not addresses:
             return [url]
         parts = urlsplit(url)
         scheme = "roots" if parts.scheme.lower() in _TLS_SCHEMES else (self.endpoint or "root://").split("://")[0]
@@ -184,7 +284,7 @@ class Router:
         tail = path[1:] + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
         if self.origin_mode == "forward":
             tail = f"{parts.scheme}://{parts.netloc}//{tail}"
-        return [f"{scheme}://{user + '@' if user else ''}{address}//{tail}" for address in self.caches(path)]
+        return [f"{scheme}://{user + '@' if user else ''}{address}//{tail}" for address in addresses]
 
     def route(self, url: str) -> str:
         """The URL of the cache that should serve `url` (`url` itself when it is not routed)."""
@@ -200,4 +300,5 @@ def candidates(url: str, environ: Mapping[str, str] | None = None) -> list[str]:
     return Router.from_env(environ).candidates(url)
 
 
-__all__ = ["HASH_RULE", "Cache", "Router", "RoutingError", "candidates", "file_path", "parse_ring", "route"]
+__all__ = ["HASH_RULE", "Cache", "RingFile", "Router", "RoutingError", "candidates", "file_path", "parse_ring",
+           "ring_entry", "route"]

@@ -5,7 +5,8 @@ For readers that are not Dask workers (a TaskVine task, a shell script):
     xrdcp "$(switchyard route root://origin.example.org//store/data/file.root)" /tmp/file.root
 
 The routing comes from the worker's environment (SWITCHYARD_ROUTING,
-SWITCHYARD_CACHE_ENDPOINT, SWITCHYARD_CACHE_RING, SWITCHYARD_HASH_RULE);
+SWITCHYARD_CACHE_ENDPOINT, SWITCHYARD_CACHE_RING_FILE or SWITCHYARD_CACHE_RING,
+SWITCHYARD_HASH_RULE);
 without it each URL is printed as it is. `--all` prints every candidate, best
 first, one per line (the failover order). A malformed environment is a
 one-line error and exit status 2.

@@ -34,6 +34,10 @@ from switchyard.planner import hashing
 # it. A file (>= 1 MiB) read from a cache other than its home shows far above this.
 NOT_SERVED = 4096
 
+# The kubelet's ConfigMap volume (its atomic `..data` swap), written once for the unit tests.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "unit"))
+from test_routing_ring_file import KubeletVolume  # noqa: E402,F401 - for the routing tests
+
 
 @dataclass
 class RingCache:
@@ -231,16 +235,27 @@ def dask_scheduler(log: Path) -> Iterator[str]:
         stop_all([process])
 
 
+def publish_config(volume: KubeletVolume, config: dict, addresses: dict[str, str]) -> None:
+    """A ConfigMap's data as the kubelet puts it in its volume, cache addresses on loopback."""
+    volume.publish({key: on_loopback(text, addresses) for key, text in config["data"].items()})
+
+
 def start_pod_worker(deployment: dict, scheduler: str, addresses: dict[str, str], log: Path, home: Path,
-                     pod_name: str | None = None, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+                     pod_name: str | None = None, extra_env: dict[str, str] | None = None,
+                     volumes: dict[str, Path] | None = None) -> subprocess.Popen:
     """A Dask worker run from a generated Deployment's worker container: its command, args and env.
 
     The scheduler's address stands in for the one the pod names (a Service); `addresses` maps
-    the cache addresses the pod is given to where those caches listen here.
+    the cache addresses the pod is given to where those caches listen here; `volumes` (volume
+    name -> a directory here) stand in for its mounts: paths under a mount point go there.
     """
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     pod_name = pod_name or deployment["metadata"]["name"] + "-0"
     env = {**pod_env(container, pod_name, "worker-node", addresses), **(extra_env or {})}
+    for mount in container.get("volumeMounts", []):
+        if mount["name"] in (volumes or {}):
+            env = {k: str(volumes[mount["name"]]) + v[len(mount["mountPath"]):]
+                   if v.startswith(mount["mountPath"] + "/") else v for k, v in env.items()}
     argv = pod_argv(container, env)
     assert argv[:2] == ["dask", "worker"], argv
     argv = [str(Path(sys.executable).parent / "dask"), "worker", scheduler, *argv[3:]]

@@ -26,13 +26,15 @@ import numpy as np
 import pytest
 import uproot
 from routing_rig import (
-    NOT_SERVED, RingCache, dask_scheduler, exporter_sidecars, running_ring, start_pod_worker, stop_all,
+    NOT_SERVED, KubeletVolume, RingCache, dask_scheduler, exporter_sidecars, publish_config, running_ring,
+    start_pod_worker, stop_all,
 )
 from xrootd_fixtures import wait_until
 
 from switchyard.api import WorkerFleetSpec
 from switchyard.api.plans import FleetPlan
-from switchyard.builders.workerfleet import build_fleet
+from switchyard.builders.workerfleet import build_fleet, build_routing_config
+from switchyard.routing import RING_RECHECK_SECONDS
 from switchyard.builders.xcachepool import endpoint
 from switchyard.planner import hashing
 
@@ -147,15 +149,17 @@ def facility(xrd_base, xrootd_account):
         yield origin, caches, files, addresses
 
 
-def fleet(caches: list[RingCache]) -> tuple[dict[str, dict], FleetPlan]:
-    """The Deployments of a fleet planned with one local and one ring reader on each switch."""
+def fleet(caches: list[RingCache]) -> tuple[dict[str, dict], FleetPlan, dict]:
+    """The Deployments of a fleet planned with one local and one ring reader on each switch, and its
+    routing ConfigMap (each cache host reached at its InternalIP: here the host's own loopback name)."""
     spec = WorkerFleetSpec.model_validate({
         "facilityRef": {"name": "af"}, "replicas": 4, "cores": 1, "memoryGiB": 1,
         "dask": {"schedulerAddress": f"tcp://{FLEET}-scheduler.{NAMESPACE}.svc:8786"}})
     plan = FleetPlan(facility="af", workers={"sw1": 2, "sw2": 2}, hashed={"sw1": 1, "sw2": 1}, pool=POOL,
                      pool_port=POOL_PORT, cache_switches=["sw1", "sw2"], routing={"sw1": "hashed", "sw2": "hashed"},
                      cache_ring={c.name: 1.0 for c in caches})
-    return {d["metadata"]["name"]: d for d in build_fleet(FLEET, NAMESPACE, spec, plan, helper_image="h:1")}, plan
+    return ({d["metadata"]["name"]: d for d in build_fleet(FLEET, NAMESPACE, spec, plan, helper_image="h:1")}, plan,
+            build_routing_config(FLEET, plan, {c.name: c.name for c in caches}))
 
 
 class Analysis:
@@ -172,13 +176,17 @@ class Analysis:
         self.fetched: dict[str, set[str]] = {c.name: set() for c in self.caches}  # the files each cache fetched
         self.ledger: Ledger | None = None
         self.origin_sent = self.origin_counted = 0
+        self.routing = KubeletVolume(logs.parent / "routing")  # the fleet's ConfigMap, as the kubelet mounts it
+
+    def publish(self, config: dict) -> None:
+        publish_config(self.routing, config, self.addresses)
 
     def start(self, deployments: dict[str, dict], generation: int = 0) -> None:
         """One worker per Deployment, as its pod `<deployment>-<generation>` runs; returns once all joined."""
         names = {f"{name}-{generation}": name for name in deployments}
         for pod, name in names.items():
             self.pods[pod] = start_pod_worker(deployments[name], self.scheduler, self.addresses, self.logs,
-                                              self.logs.parent, pod_name=pod)
+                                              self.logs.parent, pod_name=pod, volumes={"routing": self.routing.root})
 
         def joined() -> bool:
             info = self.client.scheduler_info()["workers"]
@@ -235,20 +243,13 @@ class Analysis:
         assert count() <= sum(self.files[lfn]["size"] for lfn in fetched), (cache.name, count(), fetched)
         return int(count())
 
-    def roll(self, deployments: dict[str, dict], generation: int) -> None:
-        """A rollout of these Deployments: their new pods start and join, then the old ones are told
-        to go (SIGTERM; they close in the background, as terminating pods do, reaped at the end)."""
-        self.start(deployments, generation)
-        for name in deployments:
-            self.pods[f"{name}-{generation - 1}"].terminate()
-
 
 def test_analysis_reads_by_origin_url_every_byte_from_the_planned_cache(facility, xrd_base):
     from distributed import Client
 
     origin, caches, files, addresses = facility
     by_name = {c.name: c for c in caches}
-    deployments, plan = fleet(caches)
+    deployments, plan, config = fleet(caches)
     assert sorted(deployments) == [f"{FLEET}-{s}-{g}" for s in ("sw1", "sw2") for g in ("local", "ring")]
     home = {lfn: hashing.home(lfn, plan.cache_ring) for lfn in files}
     assert set(home.values()) == set(SWITCH_OF), f"each cache should be home to a file: {home}"
@@ -258,6 +259,7 @@ def test_analysis_reads_by_origin_url_every_byte_from_the_planned_cache(facility
     with dask_scheduler(logs) as scheduler, Client(scheduler, timeout=60) as client:
         run = Analysis(client, scheduler, facility, logs)
         try:
+            run.publish(config)
             run.start(deployments)
 
             # local routing: every file from the reader's own switch's cache
@@ -269,27 +271,32 @@ def test_analysis_reads_by_origin_url_every_byte_from_the_planned_cache(facility
             # (each file's reader is on the other switch than its local reader was)
             run.pass_over(home, [f"{FLEET}-sw2-ring", f"{FLEET}-sw1-ring"])
 
-            # A cache goes: the operator republishes the ring without it. That changes only the ring
-            # readers' pods (a rollout: new pods, then the old ones go). Its files move to the rule's
-            # next choice; no other file moves.
-            lost.cache.daemon.stop()
-            lost.meter.close()  # the pod goes, sidecar and all
-            run.ledger.drop(lost)
+            # A cache goes (its node cordoned, its pod deleted): the operator republishes the ring
+            # without it. That changes the fleet's routing ConfigMap and no Deployment: the running
+            # workers re-read the file and go on. While the cache still runs, it serves nothing once
+            # the ring is re-read (the ledger still counts it); then it stops. Its files move to the
+            # rule's next choice; no other file moves.
             survivors = [c for c in caches if c is not lost]
-            deployments_after, plan_after = fleet(survivors)
-            rolled = sorted(n for n in deployments if deployments_after[n] != deployments[n])
-            assert rolled == [f"{FLEET}-sw1-ring", f"{FLEET}-sw2-ring"]
-            run.roll({n: deployments_after[n] for n in rolled}, generation=1)
+            deployments_after, plan_after, config_after = fleet(survivors)
+            assert deployments_after == deployments and config_after != config
+            run.publish(config_after)
+            time.sleep(RING_RECHECK_SECONDS + 0.5)
             after = {lfn: hashing.home(lfn, plan_after.cache_ring) for lfn in files}
             moved = {lfn for lfn in files if after[lfn] != home[lfn]}
             assert moved == {lfn for lfn, h in home.items() if h == lost.name} and moved
             assert all(after[lfn] == hashing.order(lfn, plan.cache_ring)[1] for lfn in moved)
-            one_by_one = run.pass_over(after, rolled)
+            ring_names = [f"{FLEET}-sw1-ring", f"{FLEET}-sw2-ring"]
+            run.pass_over(after, ring_names)
+            lost.cache.daemon.stop()
+            lost.meter.close()  # the pod goes, sidecar and all
+            run.ledger.drop(lost)
+            one_by_one = run.pass_over(after, ring_names)
+            assert all(process.poll() is None for process in run.pods.values())  # no worker restarted
 
             # The whole analysis at once, spread over the ring readers: the sum equals the same
             # computation on the local files; each host sends what it sent for its files one by
             # one, and the origin nothing (every file is on its cache).
-            ring_readers = [run.address[n] for n in rolled]
+            ring_readers = [run.address[n] for n in ring_names]
             results = client.gather(client.map(run.task, list(run.urls.values()), pure=False, workers=ring_readers))
             assert np.sum([r["pt"] for r in results], axis=0).tolist() == \
                 np.sum([r["pt"] for r in run.local.values()], axis=0).tolist()

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import fsspec
 import numpy as np
@@ -21,13 +22,13 @@ import uproot
 import uproot.source.xrootd
 from fsspec_xrootd import XRootDFileSystem
 from routing_rig import (
-    NOT_SERVED, RingCache, assert_each_cache_holds_its_own_files, dask_scheduler, homes, running_ring, served,
-    start_pod_worker, stop_all,
+    NOT_SERVED, KubeletVolume, RingCache, assert_each_cache_holds_its_own_files, dask_scheduler, homes,
+    publish_config, running_ring, served, start_pod_worker, stop_all,
 )
 from xrootd_fixtures import xrdcp
 
 from switchyard.planner import hashing
-from switchyard.routing import HASH_RULE, Router, hooks
+from switchyard.routing import HASH_RULE, RING_RECHECK_SECONDS, Router, hooks, ring_entry
 
 pytestmark = pytest.mark.integration
 
@@ -141,6 +142,74 @@ def test_fsspec_by_origin_url_is_served_by_the_rule_and_losing_a_cache_moves_onl
     assert_each_cache_holds_its_own_files(survivors, after)
 
 
+RING_FILE_READER = """
+import sys
+import fsspec
+from switchyard.routing import hooks
+print(",".join(hooks.install()), flush=True)
+for line in sys.stdin:
+    with fsspec.open(line.strip(), "rb") as f:
+        print(len(f.read()), flush=True)
+"""
+
+
+class Reader:
+    """One long-lived process reading through the hooks, as a worker does: a URL in, its length out."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", RING_FILE_READER], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
+        assert self.process.stdout.readline().strip() == "fsspec,uproot"
+
+    def read(self, url: str) -> int:
+        self.process.stdin.write(url + "\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
+
+
+def test_a_running_reader_follows_the_rewritten_ring_file_without_a_restart(ring, xrd_base):
+    """The kubelet swaps the routing ConfigMap's files; the reader's next reads go to the new homes,
+    named by node (hashed) and reached by address (the entries a fleet's ConfigMap holds)."""
+    origin, caches, files = ring
+    node_of = {c.name: f"node-{i}" for i, c in enumerate(caches)}  # what the rule hashes: a node name
+    cache_of = {node: name for name, node in node_of.items()}
+    volume = KubeletVolume(xrd_base / "routing")
+
+    def publish(live: list[RingCache]) -> dict[str, str]:
+        volume.publish({"ring": "".join(ring_entry(node_of[c.name], c.address, 1) + "\n" for c in live)})
+        return {lfn: cache_of[hashing.home(lfn, [node_of[c.name] for c in live])] for lfn in files}
+
+    def read_each(expected: dict[str, str]) -> None:
+        for lfn, data in files.items():
+            got = {}
+            by_cache = served(caches, lambda: got.update(n=reader.read(f"root://127.0.0.1:{origin.daemon.port}/{lfn}")))
+            assert got["n"] == len(data)
+            assert_only_home_served(by_cache, expected[lfn], len(data))
+
+    expected = publish(caches)
+    assert len(set(expected.values())) == 3, "every cache should have a share of these files"
+    reader = Reader({"SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_HASH_RULE": HASH_RULE,
+                     "SWITCHYARD_CACHE_RING_FILE": str(volume.root / "ring"), **FAST_FAILOVER})
+    try:
+        read_each(expected)
+        # The ring drops a cache that still runs (so failover cannot be what moves its files):
+        # once the reader's recheck interval has passed, its files come from their next cache.
+        dropped = caches[0]
+        after = publish(caches[1:])
+        moved = {lfn for lfn in files if after[lfn] != expected[lfn]}
+        assert moved == {lfn for lfn, h in expected.items() if h == dropped.name} and moved
+        time.sleep(RING_RECHECK_SECONDS + 0.5)
+        read_each(after)
+        # It comes back: its files go home to it, still in its cache; the reader never restarted.
+        assert publish(caches) == expected
+        time.sleep(RING_RECHECK_SECONDS + 0.5)
+        read_each(expected)
+        assert reader.process.poll() is None
+    finally:
+        reader.process.kill()
+        reader.process.wait(timeout=30)
+
+
 UPROOT_READER = """
 import json, sys
 import uproot
@@ -198,7 +267,7 @@ def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_
 
     from switchyard.api import WorkerFleetSpec
     from switchyard.api.plans import FleetPlan
-    from switchyard.builders.workerfleet import build_fleet
+    from switchyard.builders.workerfleet import build_fleet, build_routing_config
 
     def analysis_task(url: str) -> dict:
         """What an analyst submits (shipped by value): uproot on the origin URL, nothing about caches."""
@@ -221,15 +290,21 @@ def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_
 
     spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 1, "cores": 1, "memoryGiB": 1,
                                            "dask": {"schedulerAddress": "tcp://scheduler.example:8786"}})
-    plan = FleetPlan(facility="af", workers={"sw1": 1}, pool="af-xc", cache_switches=["sw1"], routing={"sw1": "hashed"})
+    plan = FleetPlan(facility="af", workers={"sw1": 1}, hashed={"sw1": 1}, pool="af-xc", cache_switches=["sw1"],
+                     routing={"sw1": "hashed"}, cache_ring={c.name: 1.0 for c in caches})
     (deployment,) = build_fleet("f", "ns", spec, plan, helper_image="h:1")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     argv = container["command"] + container["args"]
     assert argv[:3] == ["dask", "worker", "tcp://scheduler.example:8786"] and "--preload" in argv
+    # the ring: the fleet's ConfigMap, as the kubelet mounts it (each node's InternalIP: its cache's loopback)
+    volume = KubeletVolume(xrd_base / "routing")
+    publish_config(volume, build_routing_config("f", plan, {c.name: c.name for c in caches}),
+                   {f"{c.name}:1094": c.address for c in caches})
 
     logs = xrd_base / "dask.log"
     with dask_scheduler(logs) as scheduler:
-        worker = start_pod_worker(deployment, scheduler, {}, logs, xrd_base, extra_env=routing_env(caches))
+        worker = start_pod_worker(deployment, scheduler, {}, logs, xrd_base, extra_env=FAST_FAILOVER,
+                                  volumes={"routing": volume.root})
         try:
             with Client(scheduler, timeout=60) as client:
                 wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, timeout=60, what="the worker to join")

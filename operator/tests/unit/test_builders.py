@@ -139,10 +139,10 @@ def test_a_switch_with_local_and_ring_readers_of_one_fleet_gets_a_deployment_for
     assert by_name["af-dask-sw1-local"]["spec"]["replicas"] == 7
     assert env("af-dask-sw1-local")["SWITCHYARD_CACHE_ENDPOINT"] == "root://af-xc-sw1.ns.svc:1094"
     assert env("af-dask-sw1-local")["SWITCHYARD_ROUTING"] == "local"
-    assert "SWITCHYARD_CACHE_RING" not in env("af-dask-sw1-local")
+    assert "SWITCHYARD_CACHE_RING_FILE" not in env("af-dask-sw1-local")
     assert by_name["af-dask-sw1-ring"]["spec"]["replicas"] == 3
     assert env("af-dask-sw1-ring")["SWITCHYARD_ROUTING"] == "hashed"
-    assert env("af-dask-sw1-ring")["SWITCHYARD_CACHE_RING"]
+    assert env("af-dask-sw1-ring")["SWITCHYARD_CACHE_RING_FILE"] == "/etc/switchyard/routing/ring"
     assert env("af-dask-sw2")["SWITCHYARD_ROUTING"] == "hashed"
     assert env("af-dask-sw3")["SWITCHYARD_CACHE_ENDPOINT"] == "root://af-xc-sw3.ns.svc:1094"
     assert env("af-dask-sw3")["SWITCHYARD_ROUTING"] == "local"
@@ -260,3 +260,46 @@ def test_xrootd_user_bounds():
     for bad in ({"uid": 0}, {"gid": 0}, {"uid": 2**31}, {"uid": -1}):
         with pytest.raises(pydantic.ValidationError):
             XCachePoolSpec.model_validate({**base, "xrootdUser": bad})
+
+
+def test_a_re_plan_that_only_changes_the_ring_changes_the_configmap_not_the_deployments():
+    """Caches lost, added or reweighted (and a switch gaining its first cache) reach ring readers through
+    the fleet's routing ConfigMap: the Deployments stay byte for byte, so no worker restarts."""
+    from switchyard.builders.workerfleet import ROUTING_DIR, build_routing_config
+
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 14,
+                                           "dask": {"schedulerAddress": "tcp://s.example:8786"}})
+    base = {"facility": "af", "workers": {"sw1": 10, "sw2": 2, "sw3": 2}, "hashed": {"sw1": 3, "sw2": 2},
+            "pool": "af-xc", "cacheSwitches": ["sw1", "sw3"], "routing": {"sw1": "hashed", "sw2": "hashed"}}
+    rings = [({"sw1-c-0": 0.5, "sw1-c-1": 0.25, "sw3-c-0": 0.5}, ["sw1", "sw3"]),
+             ({"sw1-c-0": 0.5, "sw3-c-0": 1.5}, ["sw1", "sw3"]),                     # one lost, one reweighted
+             ({"sw1-c-0": 0.5, "sw3-c-0": 1.5, "sw4-c-0": 1.0}, ["sw1", "sw3", "sw4"])]  # one added, a new switch
+    addresses = {"sw1-c-0": "10.0.1.5", "sw1-c-1": "10.0.1.6", "sw3-c-0": "10.0.3.5", "sw4-c-0": "10.0.4.5"}
+    deployments, configs = [], []
+    for ring, switches in rings:
+        plan = FleetPlan.model_validate({**base, "cacheRing": ring, "cacheSwitches": switches})
+        deployments.append(json.dumps(build_fleet("af-dask", "ns", spec, plan, helper_image="img:1"), sort_keys=True))
+        configs.append(build_routing_config("af-dask", plan, addresses))
+    assert deployments[0] == deployments[1] == deployments[2]
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == 3
+    assert configs[1]["data"]["ring"].splitlines()[1:] == ["sw1-c-0@root://10.0.1.5:1094=0.5",
+                                                           "sw3-c-0@root://10.0.3.5:1094=1.5"]
+    assert {c["metadata"]["name"] for c in configs} == {"af-dask-routing"}
+    # every worker mounts the ConfigMap as a directory (no subPath: the kubelet refreshes it)
+    for dep in json.loads(deployments[0]):
+        pod = dep["spec"]["template"]["spec"]
+        assert {"name": "routing", "configMap": {"name": "af-dask-routing"}} in pod["volumes"]
+        assert {"name": "routing", "mountPath": ROUTING_DIR, "readOnly": True} in pod["containers"][0]["volumeMounts"]
+    # neither the ring nor an address is in the template
+    assert "SWITCHYARD_CACHE_RING\"" not in deployments[0] and "10.0.1.5" not in deployments[0]
+
+
+def test_a_fleet_without_a_pool_gets_no_routing_configmap_nor_mount():
+    from switchyard.builders.workerfleet import build_routing_config
+
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 2,
+                                           "dask": {"schedulerAddress": "tcp://s.example:8786"}})
+    plan = FleetPlan.model_validate({"facility": "af", "workers": {"sw1": 2}})
+    assert build_routing_config("f", plan, {}) is None
+    (dep,) = build_fleet("f", "ns", spec, plan, helper_image="img:1")
+    assert "volumes" not in dep["spec"]["template"]["spec"]

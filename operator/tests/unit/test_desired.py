@@ -302,3 +302,30 @@ def test_the_facility_status_sets_the_plan_against_its_target_in_the_words_plan_
     spec = {**facility_spec(4), "targetGbps": 2}
     assert desired_facility("af", spec, None, NODES, [], [], SETTINGS).status["plan"]["target"] == \
         "target 2 Gbps: met (predicted 4 Gbps)"
+
+
+def test_fleet_routing_configmap_names_cache_hosts_by_internal_ip_or_says_it_could_not():
+    import dataclasses as dc
+
+    from switchyard.topology import node_info
+
+    got = intent()
+    assert isinstance(got, FleetIntent) and got.plan.pool and got.plan.cache_ring
+    hosts = sorted(got.plan.cache_ring)
+    nodes = [node_info({"metadata": {"name": host}, "status": {"addresses": [
+        {"type": "Hostname", "address": host}, {"type": "InternalIP", "address": f"10.0.0.{i + 5}"},
+        {"type": "InternalIP", "address": f"fd00::{i + 5}"}]}}) for i, host in enumerate(hosts)]
+    assert nodes[0].internal_ips == ("10.0.0.5", "fd00::5") and nodes[0].address == "10.0.0.5"
+    out = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, nodes)
+    (config,) = [c for c in out.children if c["kind"] == "ConfigMap"]
+    entries = [line for line in config["data"]["ring"].splitlines() if not line.startswith("#")]
+    assert entries == [f"{h}@root://10.0.0.{i + 5}:{got.plan.pool_port}={got.plan.cache_ring[h]:g}"
+                       for i, h in enumerate(hosts)]
+    assert out.extra["unaddressed"] == []
+    # a node without an InternalIP: named by its node name, and said
+    bare = [dc.replace(nodes[0], internal_ips=()), *nodes[1:]]
+    out = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, bare)
+    (config,) = [c for c in out.children if c["kind"] == "ConfigMap"]
+    assert f"root://{hosts[0]}:{got.plan.pool_port}=" in config["data"]["ring"]
+    assert out.extra["unaddressed"] == [hosts[0]]
+    assert f"# {hosts[0]}: no InternalIP, named by its node name" in config["data"]["ring"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from switchyard.api.plans import FleetPlan
-from switchyard.builders.workerfleet import cache_env
+from switchyard.builders.workerfleet import build_routing_config, cache_env
 from switchyard.planner import hashing
 from switchyard.routing import HASH_RULE, Router, RoutingError, file_path, parse_ring
 from switchyard.routing.rule import hashing as routing_hashing
@@ -158,18 +158,32 @@ def test_routing_imports_neither_kopf_nor_kubernetes_nor_the_solver():
 
 
 @pytest.mark.parametrize("routing, hashed", [("local", {}), ("hashed", {"sw1": 2})])
-def test_the_environment_a_fleet_builder_writes_is_the_one_the_client_reads(routing, hashed):
+def test_the_environment_and_ring_file_a_fleet_builder_writes_are_what_the_client_reads(routing, hashed, tmp_path):
+    from test_routing_ring_file import KubeletVolume
+
     plan = FleetPlan(facility="af", workers={"sw1": 2}, hashed=hashed, pool="af-xc", pool_port=2094,
                      cache_switches=["sw1", "sw2"], routing={"sw1": routing},
                      cache_ring={"sw1-c-0": 1.0, "sw2-c-0": 2.5, "sw2-c-1": 0.0})
     env = {e["name"]: e["value"] for e in cache_env(plan, "ns", "sw1", routing)}
+    assert "SWITCHYARD_CACHE_RING" not in env  # the ring is in the ConfigMap, never in the template
+    config = build_routing_config("f", plan, {"sw1-c-0": "10.0.1.5", "sw2-c-0": "fd00::7"})
+    volume = KubeletVolume(tmp_path / "routing")
+    volume.publish(config["data"])
+    assert config["data"]["switches"] == "sw1\nsw2\n"
+    if routing == "hashed":
+        assert env["SWITCHYARD_CACHE_RING_FILE"] == "/etc/switchyard/routing/ring"
+        env["SWITCHYARD_CACHE_RING_FILE"] = str(volume.root / "ring")  # where this test mounts it
     router = Router.from_env(env)
     assert router.routing == routing
     if routing == "local":
         assert router.route("root://o//f") == env["SWITCHYARD_CACHE_ENDPOINT"] + "//f"
     else:
-        assert [c.name for c in router.ring] == ["sw1-c-0", "sw2-c-0", "sw2-c-1"]
-        assert router.route("root://o//f") == f"root://{hashing.home('/f', plan.cache_ring)}:2094//f"
+        ring = router.current_ring()
+        assert [(c.name, c.address) for c in ring] == [("sw1-c-0", "10.0.1.5:2094"), ("sw2-c-0", "[fd00::7]:2094"),
+                                                       ("sw2-c-1", "sw2-c-1:2094")]  # no InternalIP: its node name
+        address = {c.name: c.address for c in ring}
+        assert router.route("root://o//f") == f"root://{address[hashing.home('/f', plan.cache_ring)]}//f"
+        assert "# sw2-c-1: no InternalIP, named by its node name" in config["data"]["ring"]
 
 
 def test_ring_parsing_keeps_ports_and_weights():
