@@ -13,6 +13,7 @@ from typing import Sequence
 from ..topology import Topology
 from .flow import SATURATED
 from .model import FleetRequest, Plan, PoolRequest
+from .problem import host_eligible
 
 
 def _gbps(value: float) -> str:
@@ -88,3 +89,33 @@ def shortfall(target_gbps: float, result: Plan, topology: Topology, pools: Seque
     short = target_gbps - result.predicted_gbps
     return (f"target {_gbps(target_gbps)} Gbps, predicted {_gbps(result.predicted_gbps)} Gbps "
             f"({_gbps(short)} short): {_remedy(result, topology, pools, fleets, short)}")
+
+
+NEAR_CAP = 0.9  # hosts serving this share of their cap deliver less than predicted (README: serveHeadroom)
+
+
+def idle_cache_nodes(result: Plan, topology: Topology, pools: Sequence[PoolRequest]) -> list[str]:
+    """Switches whose cache hosts serve near their cap in the fair share while a node there that could host
+    the pool holds no cache: why the plan left it so, and what spreads the load."""
+    if not result.fair:
+        return []
+    caching = {h for by in result.placement.caches.values() for hosts in by.values() for h in hosts}
+    notes = []
+    for pool in pools:
+        for switch in topology.switches:
+            hosts = [h for h in switch.hosts if h.name in result.placement.caches.get(pool.name, {}).get(switch.name, ())]
+            free = [h.name for h in switch.hosts if h.name not in caching and host_eligible(h, pool)]
+            if not hosts or not free:
+                continue
+            peak = max(result.fair.served.get(h.name, 0.0) / min(h.nic_gbps, pool.body.serve_gbps) for h in hosts)
+            if peak < NEAR_CAP:
+                continue
+            limit = len(hosts) >= pool.body.max_hosts_per_switch
+            why = (f"its maxHostsPerSwitch ({pool.body.max_hosts_per_switch}) is reached" if limit else
+                   "another host there would not raise the total the plan is chosen by")
+            notes.append(f"switch {switch.name}: pool {pool.name}'s {len(hosts)} cache host(s) serve up to "
+                         f"{100 * peak:.0f}% of their cap while {len(free)} node(s) that could host it hold no cache "
+                         f"({_names(free)}): {why}; hosts near their cap deliver less than predicted, so a "
+                         f"serveHeadroom of about {1 - NEAR_CAP + 0.05:.2f} on the pool plans them below it and "
+                         "spreads the reads over more hosts")
+    return notes

@@ -4,7 +4,7 @@ import pytest
 
 from switchyard.api.xcachepool import InlinePool
 from switchyard.planner import Placement, Plan, PoolRequest, UplinkLoad
-from switchyard.planner.explain import link_words, shortfall
+from switchyard.planner.explain import idle_cache_nodes, link_words, shortfall
 from switchyard.topology import Topology
 
 TOPOLOGY = Topology(switches=(), wan_gbps=40)
@@ -45,3 +45,28 @@ def test_a_met_target_says_so():
                                         ("nic:a-0", "cache host a-0 NIC"), ("wan", "the WAN")])
 def test_fair_share_links_in_an_admins_words(link, words):
     assert link_words(link) == words
+
+
+def test_a_free_node_beside_cache_hosts_near_their_cap_is_named_with_why_and_what_to_set():
+    from switchyard.planner.model import FairShare
+    from switchyard.topology import Host, SwitchNodes
+
+    nvme = {"switchyard.dev/nvme": "4"}
+    hosts = tuple(Host(f"a-{i}", "rack-a", 50, 16000, 64 << 30, 110, labels=nvme) for i in range(3))
+    topology = Topology(switches=(SwitchNodes("rack-a", 100, hosts),), wan_gbps=100)
+
+    def notes(served: float, max_hosts: int = 8) -> list[str]:
+        pool = PoolRequest("xcache", InlinePool.model_validate({"name": "xcache", "serveGbps": 45, "maxHostsPerSwitch": max_hosts,
+                                                                "origin": {"host": "o.example.org"}}))
+        placement = Placement(caches={"xcache": {"rack-a": ("a-0",)}}, workers={}, hashed={})
+        fair = FairShare(delivered_gbps=served, uplinks={"rack-a": {"in": 0.0, "out": 0.0}}, served={"a-0": served},
+                         saturated=())
+        result = Plan(placement=placement, routing={}, uplinks=(), predicted_gbps=served, bound_gbps=served,
+                      bottleneck="demand", planner="test", fair=fair)
+        return idle_cache_nodes(result, topology, [pool])
+
+    (note,) = notes(42.3)
+    assert note.startswith("switch rack-a: pool xcache's 1 cache host(s) serve up to 94% of their cap while 2 node(s)")
+    assert "(a-1, a-2)" in note and "would not raise the total" in note and "serveHeadroom of about 0.15" in note
+    assert "maxHostsPerSwitch (1) is reached" in notes(42.3, max_hosts=1)[0]
+    assert notes(30) == []  # 67% of its cap: nothing to say

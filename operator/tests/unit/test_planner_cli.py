@@ -417,3 +417,23 @@ def test_under_routing_local_the_switches_read_through_the_ring_are_named(capsys
     assert ringed and f"routing local: {', '.join(ringed)} hold no cache of the pool" in out
     assert main([*args, "--routing", "auto"]) == 0
     assert "routing local:" not in capsys.readouterr().out
+
+
+def test_a_gap_under_a_fixed_routing_mode_is_split_between_the_mode_and_the_search(tmp_path, capsys):
+    """The example facility with 200 workers, routing hashed over 2 Gbps rack uplinks: most of the gap is what
+    the mode costs, as routing auto on the same nodes shows; the line says both parts."""
+    doc = yaml.safe_load((REPO / "examples/facility.yaml").read_text())
+    doc["spec"].update(routing="hashed")
+    doc["spec"]["fleets"][0]["replicas"] = 200
+    doc["spec"]["network"]["switches"][:2] = [{"name": "rack-a", "uplinkGbps": 2}, {"name": "rack-b", "uplinkGbps": 2}]
+    mini = yaml.safe_load((REPO / "e2e/topologies/mini.yaml").read_text())
+    code, out, _ = run(tmp_path, capsys, doc, mini, "-o", "json")
+    hashed = json.loads(out)
+    assert code == 0 and hashed["gapPercent"] > 1.0
+    doc["spec"]["routing"] = "auto"
+    code, out, _ = run(tmp_path, capsys, doc, mini, "-o", "json")
+    auto = json.loads(out)
+    assert not any(n.startswith("the gap of") for n in auto["notes"])
+    (line,) = [n for n in hashed["notes"] if n.startswith("the gap of")]
+    assert f"routing auto the same nodes plan {auto['predictedGbps']:.1f} Gbps" in line
+    assert f"routing hashed costs about {auto['predictedGbps'] - hashed['predictedGbps']:.1f} Gbps" in line
