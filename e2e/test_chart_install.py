@@ -124,6 +124,9 @@ def test_chart_install_run_with_its_rbac_and_uninstall(cluster, namespace, facil
         assert can_i(cluster, kubeconfig, "get", "secrets", "-n", other) == (mode == "cluster")
 
         args = ["--namespace", facility_namespace] if mode == "namespaced" else []
+        # Elect on the chart's Lease as its pods do, with only the chart's RBAC (kwok runs no container).
+        args += ["--lease-namespace", namespace, "--lease-name", f"{RELEASE}-switchyard-leader",
+                 "--identity", "e2e-candidate"]
         env = {**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_RESYNC_SECONDS": "10"}
         env.pop("KUBECONFIG", None)
         with log_path.open("w") as log:
@@ -137,6 +140,8 @@ def test_chart_install_run_with_its_rbac_and_uninstall(cluster, namespace, facil
         af = wait_ready(cluster, facility_namespace, timeout=240)
         assert af["status"]["workers"] == 4
         assert operator.poll() is None, "the operator exited"
+        lease = cluster.kube.get("Lease", namespace, f"{RELEASE}-switchyard-leader")
+        assert lease["spec"]["holderIdentity"] == "e2e-candidate"
         text = log_path.read_text()
         refused = _forbidden(text)
         assert not refused, f"the chart's RBAC refused a call:\n{refused}"

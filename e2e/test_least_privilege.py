@@ -84,6 +84,15 @@ PER_NAMESPACE = {
 # deletes (list, delete). No watch: the operator keeps no cache of Secrets.
 SECRETS = {"secrets": ({"get", "list", "create", "patch", "delete"}, "S3 staging credentials, see above")}
 
+# In the release namespace only, from the leader election's Role: the first candidate creates
+# the Lease (`create` cannot be limited to a name), every pod posts an Event on it when it
+# takes it. Reading and renewing it are limited to its name (LEADER_LEASE).
+LEADER_ELECTION = {
+    "leases.coordination.k8s.io": ({"create"}, "the first operator pod creates the leader Lease"),
+    "events": ({"create"}, "a LeaderElection event on the Lease when a pod takes it"),
+}
+LEADER_LEASE = {("leases.coordination.k8s.io", f"[{RELEASE}-switchyard-leader]"): {"get", "update"}}
+
 # Granted to every authenticated user by Kubernetes' default ClusterRoles
 # (system:basic-user, system:discovery, system:public-info-viewer,
 # system:service-account-issuer-discovery), not by the chart.
@@ -127,8 +136,9 @@ def namespaces(lpcluster):
 
 
 # ------------------------------------------------------------------ 1. RBAC
-def can_i_list(cluster, release_ns: str, namespace: str) -> tuple[dict[str, set[str]], set[str]]:
-    """`kubectl auth can-i --list` as the operator's ServiceAccount: resource -> verbs, and non-resource URLs."""
+def can_i_list(cluster, release_ns: str, namespace: str) -> tuple[dict[str, set[str]], set[str], dict]:
+    """`kubectl auth can-i --list` as the operator's ServiceAccount: resource -> verbs, non-resource URLs, and
+    (resource, resource names) -> verbs for the rules limited to names."""
     out = cluster.kubectl("auth", "can-i", "--list", "-n", namespace,
                           f"--as=system:serviceaccount:{release_ns}:{SERVICE_ACCOUNT}")
     lines = [line for line in out.splitlines() if line.strip()]
@@ -136,17 +146,19 @@ def can_i_list(cluster, release_ns: str, namespace: str) -> tuple[dict[str, set[
     cols = [header.index(h) for h in ("Resources", "Non-Resource URLs", "Resource Names", "Verbs")]
     resources: dict[str, set[str]] = {}
     urls: set[str] = set()
+    named: dict[tuple[str, str], set[str]] = {}
     for line in lines[1:]:
         resource, url, names, verbs = (line[a:b].strip() for a, b in zip(cols, cols[1:] + [None]))
-        assert names == "[]", f"unexpected resourceNames rule: {line}"
         verb_set = set(verbs.strip("[]").split())
-        if resource:
+        if names != "[]":
+            named.setdefault((resource, names), set()).update(verb_set)
+        elif resource:
             assert url == "[]", line
             resources.setdefault(resource, set()).update(verb_set)
         else:
             assert verb_set == {"get"}, line
             urls.add(url.strip("[]"))
-    return resources, urls
+    return resources, urls, named
 
 
 @pytest.mark.parametrize("mode", ["cluster", "namespaced", "cluster-without-s3-secrets"])
@@ -164,11 +176,14 @@ def test_chart_rbac_is_exactly_the_allowlist(lpcluster, namespaces, mode):
     try:
         namespaced = {**PER_NAMESPACE, **({} if mode == "cluster-without-s3-secrets" else SECRETS)}
         full = verbs_of(CLUSTER_WIDE, namespaced)
-        expected = {watched: full, unwatched: full, "kube-system": full, release_ns: full}
+        expected = {watched: full, unwatched: full, "kube-system": full, release_ns: verbs_of(CLUSTER_WIDE, namespaced,
+                                                                                             LEADER_ELECTION)}
         if mode == "namespaced":
-            expected.update({ns: verbs_of(CLUSTER_WIDE) for ns in (unwatched, "kube-system", release_ns)})
+            expected.update({ns: verbs_of(CLUSTER_WIDE) for ns in (unwatched, "kube-system")})
+            expected[release_ns] = verbs_of(CLUSTER_WIDE, LEADER_ELECTION)
         for ns, allowed in expected.items():
-            granted, urls = can_i_list(lpcluster, release_ns, ns)
+            granted, urls, named = can_i_list(lpcluster, release_ns, ns)
+            assert named == (LEADER_LEASE if ns == release_ns else {}), f"{ns}: rules limited to names: {named}"
             defaults = {r: granted.pop(r) for r in list(granted) if r in EVERY_USER}
             assert defaults == EVERY_USER, f"{ns}: default grants changed: {defaults}"
             assert urls == EVERY_USER_URLS, f"{ns}: non-resource URLs: {sorted(urls ^ EVERY_USER_URLS)}"

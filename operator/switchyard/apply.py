@@ -57,6 +57,7 @@ RESOURCES: dict[str, Resource] = {
     "StatefulSet": Resource("apps/v1", "statefulsets"),
     "PodDisruptionBudget": Resource("policy/v1", "poddisruptionbudgets"),
     "NetworkPolicy": Resource("networking.k8s.io/v1", "networkpolicies"),
+    "Lease": Resource("coordination.k8s.io/v1", "leases"),
     **{k.kind: Resource(f"{GROUP}/{VERSION}", k.plural) for k in KINDS},
 }
 
@@ -132,9 +133,25 @@ class Kube:
         return self.request("PATCH", res.path(namespace, name, "status"), body, query,
                             content_type="application/apply-patch+yaml")
 
-    def get(self, kind: str, namespace: str | None, name: str) -> dict | None:
+    def create(self, obj: Mapping, *, timeout: float = 30) -> dict:
+        """POST a new object; 409 AlreadyExists when someone made it first (the leader election's
+        Lease, an Event): never overwrites."""
+        meta = obj["metadata"]
+        return self.request("POST", RESOURCES[obj["kind"]].path(meta.get("namespace")), obj, timeout=timeout)
+
+    def replace(self, obj: Mapping, *, timeout: float = 30) -> dict:
+        """PUT `obj` whole, guarded by its `metadata.resourceVersion` (required here): the API server
+        answers 409 Conflict when the object changed since it was read, so a writer never
+        overwrites a record it has not seen (the leader election's optimistic concurrency)."""
+        meta = obj["metadata"]
+        if not meta.get("resourceVersion"):
+            raise ValueError("replace needs metadata.resourceVersion")
+        return self.request("PUT", RESOURCES[obj["kind"]].path(meta.get("namespace"), meta["name"]), obj,
+                            timeout=timeout)
+
+    def get(self, kind: str, namespace: str | None, name: str, *, timeout: float = 30) -> dict | None:
         try:
-            return self.request("GET", RESOURCES[kind].path(namespace, name))
+            return self.request("GET", RESOURCES[kind].path(namespace, name), timeout=timeout)
         except ApiError as exc:
             if exc.status == 404:
                 return None

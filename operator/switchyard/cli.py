@@ -18,16 +18,30 @@ def _run(args: argparse.Namespace) -> int:
 
     kopf.configure(verbose=args.verbose)
     namespaces = args.namespace or []
-    kopf.run(
-        standalone=True,
-        # kopf names itself after the OS user by default; the image runs as UID 65532,
-        # which has no passwd entry, and getpass would fail (seen on a real node).
-        identity=f"switchyard@{socket.gethostname()}/{os.getpid()}",
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-    )
-    return 0
+    identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
+
+    def operate(liveness: str | None) -> None:
+        kopf.run(
+            # No kopf peering: the Lease below decides who runs at all (README, "Several replicas").
+            standalone=True,
+            # kopf names itself after the OS user by default; the image runs as UID 65532,
+            # which has no passwd entry, and getpass would fail (seen on a real node).
+            identity=f"switchyard@{identity}",
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=liveness,
+        )
+
+    if not args.lease_namespace:  # outside the chart, by default: one process, no election
+        operate(f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None)
+        return 0
+    from .apply import Kube
+    from .leader import Elector, Timing, run_elected
+
+    elector = Elector(Kube.from_environment(args.kubeconfig), args.lease_namespace, args.lease_name, identity,
+                      Timing(lease_seconds=args.lease_seconds, renew_deadline=args.renew_deadline,
+                             retry=args.lease_retry))
+    return run_elected(elector, operate, metrics_port=args.metrics_port, health_port=args.health_port)
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -66,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus metrics port (0: off)")
     run.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port (0: off)")
     run.add_argument("-v", "--verbose", action="store_true", help="log every handler step")
+    run.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", ""),
+                     help="elect a leader on a Lease in this namespace; only the holder reconciles "
+                          "(default: $POD_NAMESPACE, which the chart sets; empty: no election)")
+    run.add_argument("--lease-name", default="switchyard-leader", help="the Lease's name")
+    run.add_argument("--identity", default=os.environ.get("POD_NAME", ""),
+                     help="this candidate's holderIdentity (default: $POD_NAME, else host-pid)")
+    run.add_argument("--lease-seconds", type=int, default=15, help="lease duration")
+    run.add_argument("--renew-deadline", type=float, default=10.0,
+                     help="a leader that has not renewed for this long exits")
+    run.add_argument("--lease-retry", type=float, default=2.0, help="seconds between tries and renewals")
     run.set_defaults(func=_run)
 
     render = sub.add_parser("render", help="print the manifests a facility becomes on a topology, offline")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 from prometheus_client.metrics import MetricWrapperBase
 
 from .exporterspec import FAMILIES, LABELS, PREFIX
@@ -21,6 +21,8 @@ from .exporterspec import FAMILIES, LABELS, PREFIX
 RECONCILES = Counter("switchyard_reconciles_total", "Reconciles run, by kind and result (ok, retry, error).", ["kind", "result"])
 RECONCILE_SECONDS = Histogram("switchyard_reconcile_duration_seconds", "Time one reconcile took, by kind.", ["kind"],
                               buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+LEADER = Gauge("switchyard_leader", "1 on the operator pod that holds the leader Lease and reconciles, 0 on a standby.",
+               ["pod"])
 MANAGED_OBJECTS = Gauge("switchyard_managed_objects", "Child objects a switchyard object owns.", ["kind", "namespace", "name"])
 
 # --------------------------------------------------------------- the plan
@@ -166,6 +168,17 @@ class MetricInfo:
         if self.type == "summary":
             return (self.name, self.name + "_sum", self.name + "_count")
         return (self.name,)
+
+
+_serving: set[int] = set()
+
+
+def serve(port: int) -> None:
+    """Serve /metrics on `port` (0: not at all), once per process: a standby serves before kopf
+    starts, and kopf's startup handler then finds it serving."""
+    if port and port not in _serving:
+        start_http_server(port)
+        _serving.add(port)
 
 
 def operator_metrics() -> list[MetricInfo]:

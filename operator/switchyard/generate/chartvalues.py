@@ -160,6 +160,22 @@ class Health(Values):
     port: Port = Field(8081, description="Port of the liveness endpoint /healthz (`switchyard run --health-port`).")
 
 
+class LeaderElection(Values):
+    lease_seconds: int = Field(15, ge=2, le=300, description="How long a standby waits, on its own clock, after the "
+                               "leader's Lease last changed before taking it (`switchyard run --lease-seconds`).")
+    renew_deadline_seconds: float = Field(10, gt=0, le=299, description="A leader that has not renewed its Lease "
+                                          "for this long exits, before any standby may take it; less than "
+                                          "leaseSeconds (`--renew-deadline`).")
+    retry_seconds: float = Field(2, gt=0, le=60, description="Seconds between a leader's renewals and a standby's "
+                                 "tries; less than renewDeadlineSeconds (`--lease-retry`).")
+
+
+class PodDisruptionBudget(Values):
+    enabled: bool = Field(True, description="A PodDisruptionBudget for the operator's pods (with replicas > 1).")
+    min_available: int = Field(1, ge=0, description="Operator pods a voluntary disruption (a node drain) leaves "
+                               "running.")
+
+
 class ServiceAccount(Values):
     create: bool = Field(True, description="Create the operator's ServiceAccount.")
     name: str = Field("", description="ServiceAccount name; empty means the release's full name.")
@@ -243,6 +259,13 @@ class ChartValues(Values):
     fullname_override: str = Field("", description="Replaces the release-and-chart name of objects.")
     watch: Watch = Field(default_factory=Watch, description="What the operator watches, and so which RBAC it gets.")
     operator: OperatorSettings = Field(default_factory=OperatorSettings, description="Operator settings.")
+    replicas: int = Field(2, ge=1, le=10, description="Operator pods. One holds the leader Lease and reconciles; the "
+                          "others are standbys that take over when its Lease expires (README, \"Several replicas\").")
+    leader_election: LeaderElection = Field(default_factory=LeaderElection,
+                                            description="The leader Lease (<fullname>-leader in the release "
+                                                        "namespace).")
+    pod_disruption_budget: PodDisruptionBudget = Field(default_factory=PodDisruptionBudget,
+                                                       description="The operator's PodDisruptionBudget.")
     metrics: Metrics = Field(default_factory=Metrics, description="Prometheus metrics.")
     health: Health = Field(default_factory=Health, description="Liveness endpoint.")
     service_account: ServiceAccount = Field(default_factory=ServiceAccount, description="The operator's identity.")
@@ -256,7 +279,8 @@ class ChartValues(Values):
     priority_class_name: str = Field("", description="PriorityClass of the operator pod.")
     node_selector: Labels = Field(default_factory=dict, description="Node selector of the operator pod.")
     tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Tolerations of the operator pod.")
-    affinity: dict[str, Any] = Field(default_factory=dict, description="Affinity of the operator pod.")
+    affinity: dict[str, Any] = Field(default_factory=dict, description="Affinity of the operator pod; empty means "
+                                     "the chart's: operator pods preferably on different nodes.")
     gateway: Gateway = Field(default_factory=Gateway, description="An optional dask-gateway for analysts.")
     network_policies: NetworkPolicies = Field(default_factory=NetworkPolicies,
                                               description="Network policies for the pods the operator makes.")

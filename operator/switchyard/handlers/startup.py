@@ -7,8 +7,8 @@ import json
 import logging
 
 import kopf
-from prometheus_client import start_http_server
 
+from .. import metrics
 from ..settings import Settings, current, install
 
 PREFIX = "switchyard.dev"
@@ -87,7 +87,7 @@ def configure(settings: kopf.OperatorSettings, logger, **_):
     settings.batching.error_delays = [1, 2, 5, 10, 20, 30]
     port = ours.metrics_port
     if port:
-        start_http_server(port)
+        metrics.serve(port)
         logger.info(f"Metrics on :{port}/metrics")
 
 

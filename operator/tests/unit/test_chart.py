@@ -113,14 +113,16 @@ def test_every_object_is_labelled_and_namespaced(name):
 def test_default_objects():
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment", "Service",
-                     "ServiceAccount"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment",
+                     "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"]
 
 
 def test_operator_pod_meets_restricted_pod_security():
     deployment = one(render(), "Deployment")
     pod = deployment["spec"]["template"]["spec"]
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     (container,) = pod["containers"]
@@ -133,6 +135,7 @@ def test_operator_pod_meets_restricted_pod_security():
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8080, "health": 8081}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert container["args"][:3] == ["run", "--metrics-port=8080", "--health-port=8081"]
     assert not any(a.startswith("--namespace") for a in container["args"])
     assert pod["serviceAccountName"] == one(render(), "ServiceAccount")["metadata"]["name"]
@@ -144,10 +147,11 @@ def test_values_reach_the_pod():
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "reg.example/sy:0.1.0"
     assert "--metrics-port=9100" in container["args"] and "--health-port=9101" in container["args"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     assert env["SWITCHYARD_TIMER_SECONDS"] == "2"
     assert env["SWITCHYARD_EXPORTER_IMAGE"] == "reg.example/exp:1"
-    default_env = {e["name"]: e["value"] for e in one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    default_env = {e["name"]: e["value"] for e in one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+                   if "value" in e}
     assert default_env["SWITCHYARD_EXPORTER_IMAGE"] == "ghcr.io/switchyard-dev/switchyard:0.1.0"
 
 
@@ -200,13 +204,16 @@ def _group(api_version: str) -> str:
 def test_cluster_mode_rbac_is_least_privilege_and_covers_what_the_operator_calls():
     docs = render()
     rules = _rules(one(docs, "ClusterRole"))
-    assert not by_kind(docs, "Role")
+    assert [r["metadata"]["name"] for r in by_kind(docs, "Role")] == ["rel-switchyard-leader-election"]
     for (group, resource), verbs in rules.items():
         assert "*" not in verbs and group != "*" and resource != "*"
         assert not verbs & {"escalate", "bind", "impersonate", "deletecollection", "update"}, (resource, verbs)
     # Every kind switchyard.apply can address is granted, with the verbs that kind needs.
     for kind, res in RESOURCES.items():
         key = (_group(res.api_version), res.plural)
+        if kind == "Lease":  # the leader election's, in the release namespace only
+            assert key not in rules
+            continue
         assert key in rules, f"{kind} is used by the operator but not granted"
     assert rules[("", "nodes")] == {"list", "watch"}
     assert rules[("", "pods")] == {"list", "delete"}
@@ -230,9 +237,9 @@ def test_namespaced_mode_grants_only_the_watched_namespaces():
     cluster_rules = _rules(one(docs, "ClusterRole"))
     assert set(cluster_rules) == {("", "nodes"), ("", "namespaces"), ("apiextensions.k8s.io", "customresourcedefinitions")}
     assert all(verbs == {"list", "watch"} for verbs in cluster_rules.values())
-    roles = by_kind(docs, "Role")
+    roles = [r for r in by_kind(docs, "Role") if r["metadata"]["name"] == "rel-switchyard"]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
-    bindings = by_kind(docs, "RoleBinding")
+    bindings = [b for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "rel-switchyard"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     for binding in bindings:
         assert binding["subjects"][0]["namespace"] == "sy"
@@ -246,7 +253,46 @@ def test_namespaced_mode_grants_only_the_watched_namespaces():
 
 def test_namespaced_mode_defaults_to_the_release_namespace():
     docs = render("watch.mode=namespaced", namespace="facility-ns")
-    assert [r["metadata"]["namespace"] for r in by_kind(docs, "Role")] == ["facility-ns"]
+    roles = {r["metadata"]["name"]: r["metadata"]["namespace"] for r in by_kind(docs, "Role")}
+    assert roles == {"rel-switchyard": "facility-ns", "rel-switchyard-leader-election": "facility-ns"}
+
+
+@pytest.mark.parametrize("name", ["default", "namespaced"])
+def test_leader_election_may_touch_only_its_lease_in_the_release_namespace(name):
+    docs = render(*VALUE_SETS[name])
+    (role,) = [r for r in by_kind(docs, "Role") if r["metadata"]["name"] == "rel-switchyard-leader-election"]
+    assert role["metadata"]["namespace"] == "sy"
+    assert sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r.get("resourceNames", ())), tuple(r["verbs"]))
+                  for r in role["rules"]) == [
+        (("",), ("events",), (), ("create",)),
+        (("coordination.k8s.io",), ("leases",), (), ("create",)),
+        (("coordination.k8s.io",), ("leases",), ("rel-switchyard-leader",), ("get", "update"))]
+    (binding,) = [b for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "rel-switchyard-leader-election"]
+    assert binding["roleRef"]["name"] == "rel-switchyard-leader-election" and binding["metadata"]["namespace"] == "sy"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-switchyard", "namespace": "sy"}]
+    others = [one(docs, "ClusterRole"), *(r for r in by_kind(docs, "Role") if r is not role)]
+    assert all(("coordination.k8s.io", "leases") not in _rules(r) for r in others)
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--lease-name=rel-switchyard-leader" in container["args"]
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
+
+
+def test_replicas_spread_over_nodes_with_a_disruption_budget():
+    docs = render()
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == pdb["spec"]["selector"]["matchLabels"] \
+        == one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert not by_kind(render("replicas=1"), "PodDisruptionBudget")  # one pod: a budget would block every drain
+    own = one(render("affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+                     ".matchExpressions[0].key=infra",
+                     "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+                     ".matchExpressions[0].operator=Exists"), "Deployment")
+    assert list(own["spec"]["template"]["spec"]["affinity"]) == ["nodeAffinity"]
 
 
 def test_secrets_only_when_s3_staging_needs_them():

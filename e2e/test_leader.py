@@ -1,0 +1,188 @@
+"""Several operators, one leader (issue #29), on the local cluster's real API server.
+
+Two `switchyard run` processes elect on a Lease: exactly one reconciles, the other waits
+and never reconciles; SIGKILL of the leader hands over only after its lease expired (the
+Lease's own timestamps: the new acquireTime is at least the old renewTime plus the lease
+duration; all processes share this machine's clock, so they compare), and the new leader
+reconciles a change made during the outage; SIGTERM releases the lease, so the standby
+takes over before it would have expired. Times are printed, not asserted.
+
+Run alone: SWITCHYARD_E2E_CLUSTER=sy-ha CI=1 .venv/bin/python -m pytest -q -s e2e/test_leader.py
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import signal
+import socket
+import time
+import urllib.request
+
+import pytest
+
+import localcluster
+from facilities import facility
+from harness import start_operator, stop_operator
+from support import CLUSTER_NAME, wait_for, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+LEASE = "switchyard-leader"
+LEASE_SECONDS = 15
+LOGS = localcluster.CACHE / "e2e-logs" / CLUSTER_NAME
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Candidate:
+    def __init__(self, cluster, namespace: str, identity: str):
+        self.identity = identity
+        self.metrics_port, self.health_port = free_port(), free_port()
+        self.log = LOGS / f"leader-{identity}.log"
+        self.proc = start_operator(cluster.kubeconfig, self.log, "--lease-namespace", namespace,
+                                   "--lease-name", LEASE, "--identity", identity,
+                                   "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port))
+
+    def samples(self, name: str) -> dict[str, float]:
+        """`name`'s samples on this process's /metrics: label text -> value."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                key, value = line.rsplit(" ", 1)
+                out[key[len(name):]] = float(value)
+        return out
+
+    def leader(self) -> float | None:
+        try:
+            return self.samples("switchyard_leader").get(f'{{pod="{self.identity}"}}')
+        except OSError:
+            return None
+
+    def reconciles(self) -> float:
+        try:
+            return sum(self.samples("switchyard_reconciles_total").values())
+        except OSError:
+            return 0.0
+
+    def ready(self) -> tuple[int, dict]:
+        return self.get("/readyz")
+
+    def get(self, path: str) -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=5) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except OSError:  # not serving yet
+            return 0, {}
+
+    def log_text(self) -> str:
+        return self.log.read_text()
+
+
+def lease(cluster, namespace: str) -> dict:
+    return (cluster.kube.get("Lease", namespace, LEASE) or {}).get("spec") or {}
+
+
+def micro(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def elect(cluster, namespace: str, candidates: list[Candidate]) -> tuple[Candidate, list[Candidate]]:
+    holder = wait_for(lambda: lease(cluster, namespace).get("holderIdentity"), 60, 0.5, "a leader")
+    (leader,) = [c for c in candidates if c.identity == holder]
+    wait_for(lambda: leader.leader() == 1, 30, 0.5, f"{holder}'s switchyard_leader 1")
+    others = [c for c in candidates if c is not leader]
+    for other in others:
+        wait_for(lambda o=other: o.ready()[1].get("role") == "standby", 30, 0.5, f"{other.identity} standby")
+    return leader, others
+
+
+def test_one_leader_takes_over_after_expiry_or_at_once_on_release(cluster, namespace):
+    LOGS.mkdir(parents=True, exist_ok=True)
+    a, b = Candidate(cluster, namespace, "sy-a"), Candidate(cluster, namespace, "sy-b")
+    procs = [a, b]
+    try:
+        leader, (standby,) = elect(cluster, namespace, [a, b])
+        # Both report who leads; both are Ready (a standby that is not would stall a rolling update).
+        assert leader.ready() == (200, {"identity": leader.identity, "role": "leader", "holder": leader.identity})
+        assert standby.ready() == (200, {"identity": standby.identity, "role": "standby", "holder": leader.identity})
+        assert standby.leader() == 0
+        # Liveness: kopf's own endpoint, asked through the leader's health port; a standby is alive.
+        wait_for(lambda: leader.get("/healthz")[0] == 200, 30, 0.5, "the leader's kopf liveness")
+        assert standby.get("/healthz")[0] == 200
+        record = lease(cluster, namespace)
+        assert record["leaseDurationSeconds"] == LEASE_SECONDS and record["leaseTransitions"] == 0
+        events = cluster.kube.list("Event", namespace, fields={"involvedObject.name": LEASE})
+        assert [(e["reason"], e["message"]) for e in events] == [("LeaderElection", f"{leader.identity} became leader")]
+
+        # Only the leader reconciles.
+        af = facility(workers=4)
+        af["metadata"]["namespace"] = namespace
+        cluster.kube.apply(af)
+        wait_ready(cluster, namespace)
+        assert leader.reconciles() > 0
+        time.sleep(3)  # a few of the standby's tries and the leader's timer ticks
+        assert standby.reconciles() == 0 and standby.leader() == 0
+        assert "kopf" not in standby.log_text()  # kopf never started there
+        assert "kopf.objects" in leader.log_text()  # the handlers' per-object lines
+
+        # SIGKILL: the standby waits for the lease to expire, then reconciles what changed meanwhile.
+        leader.proc.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        leader.proc.wait(timeout=10)
+        last = lease(cluster, namespace)
+        assert last["holderIdentity"] == leader.identity
+        af["spec"]["fleets"][0]["replicas"] = 6  # a fleet scaled during the outage
+        generation = cluster.kube.apply(af)["metadata"]["generation"]
+        wait_for(lambda: standby.leader() == 1, 60, 0.1, f"{standby.identity} takes over")
+        took_over = time.monotonic() - killed
+        wait_for(lambda: standby.reconciles() > 0, 60, 0.1, f"{standby.identity}'s first reconcile")
+        first_reconcile = time.monotonic() - killed
+        taken = lease(cluster, namespace)
+        assert taken["holderIdentity"] == standby.identity and taken["leaseTransitions"] == 1
+        waited = (micro(taken["acquireTime"]) - micro(last["renewTime"])).total_seconds()
+        assert waited >= LEASE_SECONDS, f"taken {waited:.2f} s after the last renewal: before the lease expired"
+        wait_ready(cluster, namespace, generation=generation)
+        outage_change = time.monotonic() - killed
+        print(f"\nSIGKILL of {leader.identity}: {standby.identity} leads after {took_over:.1f} s, first reconcile "
+              f"after {first_reconcile:.1f} s, the fleet scaled during the outage Ready after {outage_change:.1f} s "
+              f"(acquireTime - last renewTime {waited:.2f} s; lease {LEASE_SECONDS} s)")
+
+        # SIGTERM: the leader stops kopf, releases the lease, and a standby takes it at its next try.
+        c = Candidate(cluster, namespace, "sy-c")
+        procs.append(c)
+        wait_for(lambda: c.ready()[1].get("role") == "standby", 60, 0.5, "sy-c standby")
+        before = lease(cluster, namespace)
+        standby.proc.send_signal(signal.SIGTERM)
+        termed = time.monotonic()
+        wait_for(lambda: c.leader() == 1, 60, 0.1, "sy-c takes over")
+        took_over = time.monotonic() - termed
+        wait_for(lambda: c.reconciles() > 0, 60, 0.1, "sy-c's first reconcile")
+        first_reconcile = time.monotonic() - termed
+        assert standby.proc.wait(timeout=30) == 0
+        assert f"released by {standby.identity}" in standby.log_text()
+        after = lease(cluster, namespace)
+        assert after["holderIdentity"] == "sy-c" and after["leaseTransitions"] == 2
+        early = (micro(after["acquireTime"]) - micro(before["renewTime"])).total_seconds()
+        # Taken before the old lease could have expired: only a release allows that.
+        assert early < LEASE_SECONDS, f"sy-c took the lease {early:.2f} s after the last renewal seen"
+        print(f"SIGTERM of {standby.identity}: sy-c leads after {took_over:.1f} s, first reconcile after "
+              f"{first_reconcile:.1f} s")
+        events = cluster.kube.list("Event", namespace, fields={"involvedObject.name": LEASE})
+        assert sorted(e["message"] for e in events) == sorted(f"{x.identity} became leader" for x in procs)
+    finally:
+        if any(cand.proc.poll() is None for cand in procs):  # its finalizer needs an operator
+            cluster.kube.delete("AnalysisFacility", namespace, "af")
+            wait_for(lambda: cluster.kube.get("AnalysisFacility", namespace, "af") is None, 60, 1, "af deleted")
+        for cand in procs:
+            if cand.proc.poll() is None:
+                stop_operator(cand.proc)
+        print(f"operator logs: {LOGS}/leader-*.log")

@@ -1,0 +1,188 @@
+"""The leader election's timing decisions, on a fake clock, and its writes against an in-memory
+Lease store that enforces resourceVersion as the API server does (e2e/test_leader.py runs it
+against a real one)."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+
+import pytest
+
+from switchyard.apply import ApiError
+from switchyard.leader import Elector, Observer, Renewal, Timing, next_record, released_record
+
+NOW = "2026-11-26T08:00:00.000000Z"
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Leases:
+    """get / create / replace of one kind, with resourceVersion conflicts."""
+
+    def __init__(self):
+        self.objects: dict[tuple[str, str], dict] = {}
+        self.version = 0
+        self.writes: list[str] = []
+
+    def get(self, kind, namespace, name, timeout=30):
+        obj = self.objects.get((namespace, name))
+        return copy.deepcopy(obj) if obj else None
+
+    def create(self, obj, timeout=30):
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if key in self.objects:
+            raise ApiError(409, "AlreadyExists", "exists")
+        self.version += 1
+        self.objects[key] = {**copy.deepcopy(obj), "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
+        self.writes.append((obj.get("spec") or {}).get("holderIdentity"))
+        return copy.deepcopy(self.objects[key])
+
+    def replace(self, obj, timeout=30):
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if self.objects[key]["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified")
+        self.version += 1
+        self.objects[key] = copy.deepcopy(obj)
+        self.objects[key]["metadata"]["resourceVersion"] = str(self.version)
+        self.writes.append(obj["spec"].get("holderIdentity"))
+        return copy.deepcopy(self.objects[key])
+
+
+def wall():
+    return datetime.datetime(2026, 11, 26, 8, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+def elector(store, identity, clock, timing=Timing()):
+    return Elector(store, "sy", "switchyard-leader", identity, timing, clock=clock, wall=wall)
+
+
+def spec(store):
+    return store.objects[("sy", "switchyard-leader")]["spec"]
+
+
+@pytest.mark.parametrize("lease, retry, deadline", [(15, 2, 15), (15, 10, 10), (15, 0, 10), (10, 2, 12)])
+def test_timing_refuses_a_deadline_the_lease_does_not_cover(lease, retry, deadline):
+    with pytest.raises(ValueError):
+        Timing(lease_seconds=lease, renew_deadline=deadline, retry=retry)
+
+
+def test_a_held_lease_is_taken_only_after_its_duration_on_the_candidates_own_clock():
+    clock = Clock()
+    seen = Observer("b", clock)
+    record = {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": NOW}
+    seen.observe(record)
+    clock.t += 14.9
+    assert not seen.may_take()
+    clock.t += 0.1
+    assert seen.may_take()
+
+
+def test_a_renewal_restarts_the_candidates_wait_whatever_time_the_record_claims():
+    clock = Clock()
+    seen = Observer("b", clock)
+    seen.observe({"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": NOW})
+    clock.t += 10
+    # the holder's clock is an hour behind: its renewTime is in our past, still a renewal
+    seen.observe({"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": "2026-11-26T07:00:02.000000Z"})
+    clock.t += 10
+    assert not seen.may_take()
+    seen.observe({"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": "2026-11-26T07:00:02.000000Z"})
+    clock.t += 5
+    assert seen.may_take()  # unchanged for 15 s since it last changed
+
+
+def test_a_new_resource_version_is_a_change_even_with_the_same_record():
+    clock = Clock()
+    seen = Observer("b", clock)
+    record = {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": NOW}
+    seen.observe(record, "1")
+    clock.t += 10
+    seen.observe(record, "2")
+    clock.t += 10
+    assert not seen.may_take()
+
+
+@pytest.mark.parametrize("holder", ["", None, "b"])
+def test_a_free_or_own_lease_is_taken_at_once(holder):
+    seen = Observer("b", Clock())
+    seen.observe({"holderIdentity": holder, "leaseDurationSeconds": 15})
+    assert seen.may_take()
+
+
+def test_records_count_transitions_and_keep_the_acquire_time_across_renewals():
+    first = next_record(None, "a", 15, NOW)
+    assert first == {"holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": NOW, "renewTime": NOW,
+                     "leaseTransitions": 0}
+    later = "2026-11-26T08:00:02.000000Z"
+    renewed = next_record(first, "a", 15, later)
+    assert renewed["acquireTime"] == NOW and renewed["renewTime"] == later and renewed["leaseTransitions"] == 0
+    taken = next_record(renewed, "b", 15, later)
+    assert taken["acquireTime"] == later and taken["leaseTransitions"] == 1
+    released = released_record(taken, later)
+    assert "holderIdentity" not in released and released["leaseTransitions"] == 1
+    assert next_record(released, "a", 15, later)["leaseTransitions"] == 2
+
+
+def test_the_leader_gives_up_at_the_renew_deadline_before_the_lease_expires():
+    clock = Clock()
+    renewal = Renewal(Timing(lease_seconds=15, renew_deadline=10, retry=2), clock)
+    clock.t += 9.9
+    assert not renewal.lost()
+    assert renewal.request_timeout() <= 4
+    renewal.renewed()
+    clock.t += 9.99
+    assert not renewal.lost() and renewal.request_timeout() == pytest.approx(0.5)
+    clock.t += 0.01
+    assert renewal.lost()
+
+
+def test_one_of_two_candidates_leads_and_the_other_takes_over_only_after_expiry():
+    store, clock = Leases(), Clock()
+    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    for _ in range(10):  # a renews every 2 s: b never gets it
+        clock.t += 2
+        assert a.try_acquire_or_renew()
+        assert not b.try_acquire_or_renew()
+    # a stops renewing (killed): b waits the lease from the last change it saw
+    for _ in range(7):
+        clock.t += 2
+        assert not b.try_acquire_or_renew()
+    clock.t += 2
+    assert b.try_acquire_or_renew()
+    assert spec(store)["holderIdentity"] == "b" and spec(store)["leaseTransitions"] == 1
+    # a comes back: it sees b's record and waits
+    assert not a.try_acquire_or_renew()
+
+
+def test_a_released_lease_is_taken_at_the_next_try():
+    store, clock = Leases(), Clock()
+    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert a.release()
+    assert not spec(store).get("holderIdentity")
+    assert b.try_acquire_or_renew()
+    assert not a.release()  # no longer ours: nothing written
+    assert spec(store)["holderIdentity"] == "b"
+
+
+def test_a_stale_read_loses_the_race_instead_of_overwriting():
+    store, clock = Leases(), Clock()
+    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    assert a.try_acquire_or_renew()
+    stale = store.get("Lease", "sy", "switchyard-leader")
+    assert a.try_acquire_or_renew()  # a renews after b read
+    store.get = lambda *args, **kw: copy.deepcopy(stale)
+    b.observer.observe(stale["spec"], stale["metadata"]["resourceVersion"])
+    clock.t += 60
+    assert not b.try_acquire_or_renew()  # 409: b's replace carried the old resourceVersion
+    assert store.writes == ["a", "a"]
