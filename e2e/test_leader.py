@@ -5,7 +5,8 @@ and never reconciles; SIGKILL of the leader hands over only after its lease expi
 Lease's own timestamps: the new acquireTime is at least the old renewTime plus the lease
 duration; all processes share this machine's clock, so they compare), and the new leader
 reconciles a change made during the outage; SIGTERM releases the lease, so the standby
-takes over before it would have expired. Times are printed, not asserted.
+takes over before it would have expired; a leader paused past its lease exits when it
+resumes. Times are printed, not asserted.
 
 Run alone: SWITCHYARD_E2E_CLUSTER=sy-ha CI=1 .venv/bin/python -m pytest -q -s e2e/test_leader.py
 """
@@ -176,6 +177,19 @@ def test_one_leader_takes_over_after_expiry_or_at_once_on_release(cluster, names
         assert early < LEASE_SECONDS, f"sy-c took the lease {early:.2f} s after the last renewal seen"
         print(f"SIGTERM of {standby.identity}: sy-c leads after {took_over:.1f} s, first reconcile after "
               f"{first_reconcile:.1f} s")
+
+        # A leader paused past its lease (SIGSTOP: a frozen node, a long GC) finds another holder
+        # when it resumes, and exits instead of leading on.
+        d = Candidate(cluster, namespace, "sy-d")
+        procs.append(d)
+        wait_for(lambda: d.ready()[1].get("role") == "standby", 60, 0.5, "sy-d standby")
+        c.proc.send_signal(signal.SIGSTOP)
+        wait_for(lambda: d.leader() == 1, 60, 0.2, "sy-d takes over from the paused sy-c")
+        c.proc.send_signal(signal.SIGCONT)
+        resumed = time.monotonic()
+        assert c.proc.wait(timeout=30) == 1
+        print(f"sy-c, paused past its lease and resumed, exited after {time.monotonic() - resumed:.1f} s")
+        assert "the Lease is held by sy-d; exiting" in c.log_text()
         events = cluster.kube.list("Event", namespace, fields={"involvedObject.name": LEASE})
         assert sorted(e["message"] for e in events) == sorted(f"{x.identity} became leader" for x in procs)
     finally:

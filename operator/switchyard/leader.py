@@ -117,6 +117,17 @@ class Renewal:
         return max(0.5, min(self.timing.retry * 2, self.renewed_at + self.timing.renew_deadline - self.clock()))
 
 
+def must_stop(observer: Observer, renewal: Renewal) -> str | None:
+    """Why a leader whose renewal just failed must stop at once, if it must: another holds the
+    lease (this process was paused past its expiry), or the renew deadline has passed."""
+    holder = observer.holder()
+    if holder and holder != observer.identity:
+        return f"the Lease is held by {holder}"
+    if renewal.lost():
+        return f"not renewed for {renewal.timing.renew_deadline:g} s"
+    return None
+
+
 class Elector:
     """One candidate for the Lease `namespace/name`."""
 
@@ -276,9 +287,9 @@ def run_elected(elector: Elector, run: Callable[[str | None], None], *, metrics_
         while not done.wait(elector.timing.retry):
             if elector.try_acquire_or_renew(timeout=renewal.request_timeout()):
                 renewal.renewed()
-            elif renewal.lost():
-                log.error(f"Lease {elector.namespace}/{elector.name}: not renewed for "
-                          f"{elector.timing.renew_deadline:.0f} s; exiting so nothing writes as a second leader")
+            elif why := must_stop(elector.observer, renewal):
+                log.error(f"Lease {elector.namespace}/{elector.name}: {why}; exiting so nothing writes as a "
+                          f"second leader")
                 logging.shutdown()
                 os._exit(1)
 

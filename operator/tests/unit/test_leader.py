@@ -10,7 +10,7 @@ import datetime
 import pytest
 
 from switchyard.apply import ApiError
-from switchyard.leader import Elector, Observer, Renewal, Timing, next_record, released_record
+from switchyard.leader import Elector, Observer, Renewal, Timing, must_stop, next_record, released_record
 
 NOW = "2026-11-26T08:00:00.000000Z"
 
@@ -141,6 +141,19 @@ def test_the_leader_gives_up_at_the_renew_deadline_before_the_lease_expires():
     assert not renewal.lost() and renewal.request_timeout() == pytest.approx(0.5)
     clock.t += 0.01
     assert renewal.lost()
+
+
+def test_a_leader_stops_at_once_when_another_holds_the_lease_else_at_the_deadline():
+    clock = Clock()
+    seen, renewal = Observer("a", clock), Renewal(Timing(), clock)
+    seen.observe({"holderIdentity": "a", "leaseDurationSeconds": 15}, "1")
+    clock.t += 4  # a renewal failed (unreachable API server): carry on until the deadline
+    assert must_stop(seen, renewal) is None
+    clock.t += 6
+    assert must_stop(seen, renewal) == "not renewed for 10 s"
+    renewal.renewed()
+    seen.observe({"holderIdentity": "b", "leaseDurationSeconds": 15}, "2")  # paused past expiry, b took it
+    assert must_stop(seen, renewal) == "the Lease is held by b"
 
 
 def test_one_of_two_candidates_leads_and_the_other_takes_over_only_after_expiry():
