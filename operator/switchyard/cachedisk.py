@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .cacheprepare import parse_report
 from .exporterspec import PREFIX
+from .initreports import last_runs
 
 PREPARE_CONTAINER = "prepare"  # the cache pod's init container that runs cacheprepare.py
 
@@ -116,17 +117,11 @@ def unmounted_disks(pods: list[dict]) -> tuple[UnmountedDisk, ...]:
     run found (the kubelet keeps it in lastState while the next run waits out its back-off).
     """
     out = set()
-    for pod in pods:
+    for pod, finished in last_runs(pods, PREPARE_CONTAINER):
+        if finished.get("exitCode") == 0:
+            continue
         host = (pod.get("spec") or {}).get("nodeName") or pod.get("metadata", {}).get("name", "")
-        for status in (pod.get("status") or {}).get("initContainerStatuses") or ():
-            if status.get("name") != PREPARE_CONTAINER:
-                continue
-            state, last = status.get("state") or {}, status.get("lastState") or {}
-            terminated = state.get("terminated")
-            if terminated and terminated.get("exitCode") == 0:
-                continue
-            finished = terminated or last.get("terminated") or {}
-            out.update(UnmountedDisk(host, path) for path in parse_report(finished.get("message") or ""))
+        out.update(UnmountedDisk(host, path) for path in parse_report(finished.get("message") or ""))
     return tuple(sorted(out, key=lambda d: (d.host, d.path)))
 
 

@@ -1,4 +1,4 @@
-"""`switchyard run | plan | render | route | exporter | prepare-cache`."""
+"""`switchyard run | plan | render | route | exporter | prepare-cache | copy-routing`."""
 
 from __future__ import annotations
 
@@ -119,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = sub.add_parser("prepare-cache", help="check a cache host's disks are mounted and make its directories "
                              "(init container of cache pods)", add_help=False)
     prepare.set_defaults(func=None)
+
+    copy = sub.add_parser("copy-routing", help="copy the routing client into a directory for a worker's PYTHONPATH "
+                          "(init container of workers)", add_help=False)
+    copy.set_defaults(func=None)
     return parser
 
 
@@ -136,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import cacheprepare
 
         return cacheprepare.main(argv[1:])
+    if argv[:1] == ["copy-routing"]:  # in worker pods, before the worker: the standard library only
+        from .routing import bundle
+
+        return bundle.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

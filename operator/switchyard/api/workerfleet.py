@@ -146,6 +146,14 @@ class InlineFleet(WorkerFleetBody):
     name: DnsLabel = Field(description="Fleet name, unique within the facility.")
 
 
+class RoutingCheck(Model):
+    """Whether the fleet's workers can route root:// reads through the caches, as their image's check said."""
+
+    image: str = Field(description="The worker image the verdict is for.")
+    routes: bool = Field(description="True: reads by origin URL go to the planned caches; False: to the origin.")
+    message: str = Field(default="", description="What the check found in the image, or what the image lacks.")
+
+
 class WorkerFleetStatus(CommonStatus):
     """Observed state of a WorkerFleet."""
 
@@ -155,3 +163,5 @@ class WorkerFleetStatus(CommonStatus):
     selector: str = Field(default="", description="Label selector of the fleet's pods (for the scale subresource).")
     switches: list[SwitchCount] = Field(default=[], description="Planned and ready workers per switch.")
     plan: FleetPlan | None = Field(default=None, description="Where the facility places the workers (written by the operator only).")
+    routing: RoutingCheck | None = Field(default=None, description="What the workers' routing-check init container "
+                                         "found in the fleet's image (a fleet that reads through a pool).")

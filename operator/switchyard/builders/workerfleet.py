@@ -32,6 +32,14 @@ DNS knows node names, and per-pod names of a headless Service over
 host-network pods would still need cluster DNS records for them (and the
 cache advertises its own host to redirected clients). A node without an
 InternalIP is named by its node name, which the fleet's status says.
+
+The routing client reaches every worker of a fleet with a pool, whatever its
+image: two init containers (routing_containers) copy it from the operator's
+image into an emptyDir first on PYTHONPATH, then check, in the worker's image,
+that it can route there (the XRootD bindings, fsspec-xrootd), the verdict
+going to the pod's status. Always, not on request: a site image that has
+switchyard gets the operator's copy first, so the client that reads the ring
+file is always of the operator's version, which wrote it.
 """
 
 from __future__ import annotations
@@ -53,9 +61,10 @@ CHILD_KINDS = ("Deployment", "Service", "NetworkPolicy", "ConfigMap")
 ROUTING_DIR = "/etc/switchyard/routing"  # the routing ConfigMap, mounted as a directory (never subPath)
 RING_KEY, SWITCHES_KEY = "ring", "switches"
 # Dask workers that read through a pool load switchyard.routing.dask_preload: their
-# root:// reads (fsspec, uproot) then go to the caches their environment names. As
-# preload text, not a module name, so an image without switchyard still starts
-# (and says in its log that reads are not routed) instead of failing the import.
+# root:// reads (fsspec, uproot) then go to the caches their environment names. The
+# routing client is the operator's copy on PYTHONPATH (routing_containers), in any image;
+# as preload text, not a module name, so a worker whose Python cannot import it still
+# starts (and says in its log that reads are not routed) instead of failing the import.
 ROUTING_PRELOAD = (
     "try:\n"
     "    from switchyard.routing.dask_preload import dask_setup\n"
@@ -190,6 +199,57 @@ def build_routing_config(fleet: str, plan: FleetPlan, addresses: Mapping[str, st
 
 
 JITTER_RESOURCES = {"cpu": "100m", "memory": "64Mi", "ephemeral-storage": "16Mi"}
+# The routing client in any worker image (routing/bundle.py, routing/check.py): `routing-copy` (the operator's
+# image) writes switchyard.routing into an emptyDir mounted at ROUTING_CLIENT_DIR, first on the worker's
+# PYTHONPATH; `routing-check` (the worker's image) then writes whether that image can route to its
+# termination message, which the fleet's status reports (desired/workerfleet.py routing_verdict).
+ROUTING_CLIENT_DIR = "/opt/switchyard-routing"
+ROUTING_CLIENT_VOLUME = "routing-client"
+COPY_CONTAINER, CHECK_CONTAINER = "routing-copy", "routing-check"
+COPY_RESOURCES = {"cpu": "100m", "memory": "64Mi", "ephemeral-storage": "16Mi"}
+ROUTING_CLIENT_SIZE = "16Mi"  # the copied sources are ~100 KiB
+
+
+def python_path(spec: WorkerFleetSpec) -> str:
+    """The workers' PYTHONPATH: the routing client first, then the fleet's own PYTHONPATH (spec.env), if any.
+    A pod's variable replaces its image's (Kubernetes cannot extend an image's ENV): a site whose image sets
+    PYTHONPATH repeats it in the fleet's env."""
+    own = [e.value for e in spec.env if e.name == "PYTHONPATH" and e.value]
+    return ":".join([ROUTING_CLIENT_DIR, *own])
+
+
+def fleet_env(spec: WorkerFleetSpec) -> list[dict]:
+    """The fleet's own env (spec.env) as a container's, its PYTHONPATH folded into python_path's."""
+    return [{"name": e.name, "value": e.value} for e in spec.env if e.name != "PYTHONPATH"]
+
+
+def routing_containers(spec: WorkerFleetSpec, helper_image: str) -> list[dict]:
+    """Copy the routing client (operator's image), then check the worker's image can use it (always exit 0)."""
+    mount = {"name": ROUTING_CLIENT_VOLUME, "mountPath": ROUTING_CLIENT_DIR}
+    resources = {"cpu": str(spec.cores), "memory": str(memory_bytes(spec)), "ephemeral-storage": "16Mi"}
+    copy = {
+        "name": COPY_CONTAINER,
+        "image": helper_image,
+        "args": ["copy-routing", ROUTING_CLIENT_DIR],
+        "volumeMounts": [mount],
+        "resources": {"requests": dict(COPY_RESOURCES), "limits": dict(COPY_RESOURCES)},
+        "securityContext": {**restricted_security_context(65532), "readOnlyRootFilesystem": True},
+    }
+    check = {
+        "name": CHECK_CONTAINER,
+        "image": worker_image(spec),
+        "command": ["python3", "-m", "switchyard.routing.check"],
+        "env": [{"name": "PYTHONPATH", "value": python_path(spec)}, *fleet_env(spec)],
+        "volumeMounts": [{**mount, "readOnly": True}],
+        # The worker's own cpu and memory (the imports run as fast as the worker's would): init containers run
+        # one at a time before it, so the pod's request is the larger of theirs and the worker's, i.e. the
+        # worker's; limits equal to requests keep the pod's Guaranteed QoS class.
+        "resources": {"requests": resources, "limits": dict(resources)},
+        # An import that fails before the verdict is written still leaves its traceback's end as the message.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {**restricted_security_context(), "readOnlyRootFilesystem": True},
+    }
+    return [copy, check]
 
 
 def jitter_container(spec: WorkerFleetSpec, helper_image: str) -> dict:
@@ -233,7 +293,8 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
         {"name": "SWITCHYARD_SWITCH", "value": switch},
         *cache_env(plan, namespace, switch, routing),
         *staging_env,  # builders.s3staging.staging_env: keys as Secret references only
-        *({"name": e.name, "value": e.value} for e in spec.env),
+        *(fleet_env(spec) if plan.pool else ({"name": e.name, "value": e.value} for e in spec.env)),
+        *([{"name": "PYTHONPATH", "value": python_path(spec)}] if plan.pool else []),
         *tls_env(spec),
     ]
     command = worker_command(fleet, namespace, spec)
@@ -256,6 +317,11 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
     if plan.pool:  # a directory, never subPath: the kubelet refreshes it as the ring changes
         mounts.append({"name": "routing", "mountPath": ROUTING_DIR, "readOnly": True})
         volumes.append({"name": "routing", "configMap": {"name": routing_config_name(fleet)}})
+        mounts.append({"name": ROUTING_CLIENT_VOLUME, "mountPath": ROUTING_CLIENT_DIR, "readOnly": True})
+        volumes.append({"name": ROUTING_CLIENT_VOLUME, "emptyDir": {"sizeLimit": ROUTING_CLIENT_SIZE}})
+    init = [jitter_container(spec, helper_image)] if spec.ramp_up.jitter_seconds else []
+    if plan.pool:
+        init += routing_containers(spec, helper_image)
     if mounts:
         container["volumeMounts"] = mounts
     return {
@@ -274,7 +340,7 @@ def build_worker_deployment(fleet: str, namespace: str, spec: WorkerFleetSpec, s
                     "securityContext": restricted_pod_security_context(),
                     "containers": [container],
                     **({"volumes": volumes} if volumes else {}),
-                    **({"initContainers": [jitter_container(spec, helper_image)]} if spec.ramp_up.jitter_seconds else {}),
+                    **({"initContainers": init} if init else {}),
                 },
             },
         },

@@ -15,8 +15,11 @@ from .. import conditions as cond
 from ..api import S3StagingSpec, WorkerFleetSpec
 from ..api.plans import FleetPlan, decode
 from ..builders.s3staging import staging_env
-from ..builders.workerfleet import build_fleet, build_routing_config, engine, pod_selector, ring_entries, worker_image
+from ..builders.workerfleet import (CHECK_CONTAINER, build_fleet, build_routing_config, engine, pod_selector,
+                                    ring_entries, worker_image)
 from ..imagepolicy import refusal
+from ..initreports import init_container, last_runs
+from ..routing import check
 from ..settings import Settings
 from ..topology import NodeInfo
 from . import Outcome, held, policy_peers, validate
@@ -31,6 +34,12 @@ class FleetIntent:
     staging_env: tuple[dict, ...]
     base: dict                 # status fields every answer carries (selector, engine)
     wake_facility: bool        # the plan is not for this many workers: the facility should re-plan now
+    before: Mapping | None = None  # the status as it stands (its routing verdict, its conditions)
+
+    def known_routing(self) -> dict | None:
+        """The routing verdict the status holds for the fleet's current image (None: not yet known)."""
+        known = (self.before or {}).get("routing")
+        return dict(known) if known and known.get("image") == worker_image(self.spec) else None
 
 
 def staging_name(spec_raw: Mapping) -> str | None:
@@ -77,14 +86,47 @@ def fleet_intent(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
             return held(base, cond.progressing("AwaitingStaging", f"S3Staging {spec.staging} is invalid: {error}"),
                         wake_facility=wake)
         env = tuple(staging_env(spec.staging, namespace, staging_spec))
-    return FleetIntent(spec, plan, env, base, wake)
+    return FleetIntent(spec, plan, env, base, wake, before=status)
+
+
+def routing_verdict(pods: Sequence[dict], image: str) -> dict | None:
+    """status.routing from the `routing-check` init containers (routing/check.py) of the fleet's pods whose
+    check ran `image`: one that cannot route outweighs those that can; None while no check has finished.
+
+    A check that ended without a verdict (its image has no python3, its import crashed: the kubelet keeps
+    the start error, or the log's end, as its message) counts as one that cannot route."""
+    found: dict[bool, str] = {}
+    runs = ((pod, run) for pod, run in last_runs(pods, CHECK_CONTAINER)
+            if (init_container(pod, CHECK_CONTAINER) or {}).get("image") == image)
+    for _, run in sorted(runs, key=lambda pr: (pr[0].get("metadata") or {}).get("name", "")):
+        verdict = check.parse(run.get("message") or "") if run.get("exitCode") == 0 else None
+        if verdict is None:
+            reason = run.get("reason") or f"exit code {run.get('exitCode')}"
+            last = ((run.get("message") or "").strip().splitlines() or [""])[-1]
+            verdict = check.Verdict(False, f"its routing check gave no verdict ({reason}{': ' + last if last else ''})")
+        found.setdefault(verdict.routes, verdict.detail)
+    if not found:
+        return None
+    routes = False not in found
+    return {"image": image, "routes": routes, "message": found[routes]}
+
+
+def routing_problem(intent: FleetIntent, routing: Mapping | None) -> cond.State | None:
+    """Degraded=True RoutingUnavailable when the fleet's image, checked, cannot route its reads."""
+    if not intent.plan.pool or not routing or routing.get("routes") or routing.get("image") != worker_image(intent.spec):
+        return None
+    return cond.State(True, "RoutingUnavailable",
+                      f"workers of image {routing['image']} cannot route root:// reads through XCachePool "
+                      f"{intent.plan.pool}: {routing.get('message', '')}")
 
 
 def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mapping[str, int],
-                  workloads: Mapping[str, dict], settings: Settings, nodes: Sequence[NodeInfo] = ()) -> Outcome:
+                  workloads: Mapping[str, dict], settings: Settings, nodes: Sequence[NodeInfo] = (),
+                  routing: Mapping | None = None) -> Outcome:
     """The workloads for `counts` (workers per switch the ramp-up reached) and the fleet's status.
 
-    `nodes`: where the ring's cache hosts are reached (their InternalIPs) in the routing ConfigMap.
+    `nodes`: where the ring's cache hosts are reached (their InternalIPs) in the routing ConfigMap;
+    `routing`: the verdict of the workers' routing check for the fleet's image (routing_verdict), if known.
     extra["retry_seconds"]: come back this soon (ramping up) rather than at the next tick;
     extra["unaddressed"]: the ring's cache hosts without an InternalIP, named by their node name.
     """
@@ -92,8 +134,8 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
     children = build_fleet(name, namespace, spec, plan, helper_image=settings.exporter_image, counts=dict(counts),
                            staging_env=intent.staging_env, policies=policy_peers(settings))
     addresses = {node.name: node.address for node in nodes}
-    if (routing := build_routing_config(name, plan, addresses)) is not None:
-        children.insert(0, routing)  # applied before the Deployments whose pods mount it
+    if (config := build_routing_config(name, plan, addresses)) is not None:
+        children.insert(0, config)  # applied before the Deployments whose pods mount it
     planned = plan.workers
     switches = [{"switch": sw, "desired": n, "started": counts.get(sw, 0),
                  "ready": min(workloads.get(sw, {}).get("ready", 0), n)} for sw, n in sorted(planned.items())]
@@ -119,4 +161,13 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
         states = cond.ready(f"{ready} worker(s) ready on {len(switches)} switch(es)")
     else:
         states = cond.progressing("WorkersStarting", f"{ready}/{total} workers ready")
-    return Outcome(status, states, children=children, extra=extra)
+    events: tuple[tuple[str, str, str], ...] = ()
+    if plan.pool and routing and routing.get("image") == worker_image(spec):
+        status["routing"] = dict(routing)
+        if problem := routing_problem(intent, routing):
+            before = cond.condition((intent.before or {}).get("conditions"), "Degraded") or {}
+            if not states["Degraded"].status:
+                states = {**states, "Degraded": problem}
+            if before.get("status") != "True" or before.get("reason") != problem.reason:
+                events = (("Warning", problem.reason, problem.message),)
+    return Outcome(status, states, children=children, extra=extra, events=events)

@@ -7,21 +7,23 @@ import time
 from .. import rampup
 from ..api import WorkerFleetSpec
 from ..builders.common import FLEET_LABEL
-from ..builders.workerfleet import CHILD_KINDS
+from ..builders.workerfleet import CHILD_KINDS, worker_image
 from ..desired import Outcome
-from ..desired.workerfleet import KIND, desired_fleet, fleet_intent, staging_name
+from ..desired.workerfleet import KIND, FleetIntent, desired_fleet, fleet_intent, routing_verdict, staging_name
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register, wake
-from .status import why_waiting, write_status
+from .status import post, why_waiting, write_status
 
 PLURAL = "workerfleets"
 # "namespace/name" -> (start tokens, counts per switch last asked for)
 _ramps: dict[str, tuple[rampup.Bucket | None, dict[str, int]]] = {}
 _unaddressed: dict[str, list[str]] = {}  # "namespace/name" -> ring hosts last logged as named by node name
+_routing_reads: dict[str, float] = {}  # "namespace/name" -> when its pods were last listed for a routing verdict
+ROUTING_READ_SECONDS = 10.0  # while a fleet's image has no verdict yet, its pods are listed at most this often
 
 
 def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: dict[str, int]) -> dict[str, int]:
@@ -43,9 +45,25 @@ def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: di
     return counts
 
 
+def read_routing(namespace: str, name: str, intent: FleetIntent, started: int) -> dict | None:
+    """The routing verdict for the fleet's image: the status's once known; until then, read from the
+    workers' routing-check init containers (its pods listed at most every ROUTING_READ_SECONDS, and only
+    once a worker was started)."""
+    if not intent.plan.pool:
+        return None
+    if (known := intent.known_routing()) is not None:
+        return known
+    key = f"{namespace}/{name}"
+    if not started or time.monotonic() - _routing_reads.get(key, -ROUTING_READ_SECONDS) < ROUTING_READ_SECONDS:
+        return None
+    _routing_reads[key] = time.monotonic()
+    return routing_verdict(kube().list("Pod", namespace, {FLEET_LABEL: name}), worker_image(intent.spec))
+
+
 def _forget_ramp(namespace: str, name: str) -> None:
     _ramps.pop(f"{namespace}/{name}", None)
     _unaddressed.pop(f"{namespace}/{name}", None)
+    _routing_reads.pop(f"{namespace}/{name}", None)
 
 
 def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
@@ -65,7 +83,8 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     workloads = per_switch(workloads_of(deployment_index, uid))
     counts = _ramp(f"{namespace}/{name}", intent.spec, dict(intent.plan.workers),
                    {sw: w["desired"] for sw, w in workloads.items()})
-    outcome = desired_fleet(name, namespace, intent, counts, workloads, current(), nodes_of(node_index))
+    outcome = desired_fleet(name, namespace, intent, counts, workloads, current(), nodes_of(node_index),
+                            routing=read_routing(namespace, name, intent, sum(w["current"] for w in workloads.values())))
     if (unaddressed := outcome.extra.get("unaddressed")) and _unaddressed.get(f"{namespace}/{name}") != unaddressed:
         logger.warning(f"Cache host(s) {', '.join(unaddressed)} have no InternalIP: the ring names them by node "
                        "name, which workers resolve only where the site's DNS knows node names")
@@ -77,6 +96,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
         return None
     evict_misplaced_pods(body, {FLEET_LABEL: name}, intent.plan.switch_label, nodes_of(node_index), logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
+    post(body, outcome.events, logger)
     write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility), logger)
     return outcome.extra.get("retry_seconds")
 

@@ -240,25 +240,80 @@ def publish_config(volume: KubeletVolume, config: dict, addresses: dict[str, str
     volume.publish({key: on_loopback(text, addresses) for key, text in config["data"].items()})
 
 
+def on_volumes(value: str, container: dict, volumes: dict[str, Path] | None) -> str:
+    """`value` with each path at or under one of the container's mounts moved to the directory standing
+    in for its volume (`volumes`: volume name -> a directory here); PATH-like values part by part."""
+    def moved(part: str) -> str:
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] in (volumes or {}) and (part == mount["mountPath"] or part.startswith(mount["mountPath"] + "/")):
+                return str(volumes[mount["name"]]) + part[len(mount["mountPath"]):]
+        return part
+    return ":".join(moved(part) for part in value.split(":"))
+
+
+def pod_container(deployment: dict, name: str) -> dict:
+    """A container or init container of a generated Deployment's pod, by name."""
+    pod = deployment["spec"]["template"]["spec"]
+    return next(c for c in pod.get("initContainers", []) + pod["containers"] if c["name"] == name)
+
+
+def run_init_container(deployment: dict, name: str, volumes: dict[str, Path], bin_dir: Path,
+                       extra_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """An init container of a generated pod, run here: its command (or the image's entrypoint, `switchyard`),
+    args and env, with its mounts at the directories `volumes` names and its executables from `bin_dir`."""
+    container = pod_container(deployment, name)
+    env = {k: on_volumes(v, container, volumes) for k, v in pod_env(container, "pod-0", "worker-node", {}).items()}
+    argv = [on_volumes(a, container, volumes) for a in pod_argv(container, env)]
+    if "command" not in container:
+        argv = ["switchyard", *argv]  # the operator image's entrypoint
+    return subprocess.run([str(bin_dir / argv[0]), *argv[1:], *extra_args], capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], **env}, timeout=120)
+
+
 def start_pod_worker(deployment: dict, scheduler: str, addresses: dict[str, str], log: Path, home: Path,
                      pod_name: str | None = None, extra_env: dict[str, str] | None = None,
-                     volumes: dict[str, Path] | None = None) -> subprocess.Popen:
+                     volumes: dict[str, Path] | None = None, bin_dir: Path | None = None) -> subprocess.Popen:
     """A Dask worker run from a generated Deployment's worker container: its command, args and env.
 
     The scheduler's address stands in for the one the pod names (a Service); `addresses` maps
     the cache addresses the pod is given to where those caches listen here; `volumes` (volume
-    name -> a directory here) stand in for its mounts: paths under a mount point go there.
+    name -> a directory here) stand in for its mounts: paths under a mount point go there;
+    `bin_dir`: where its image's `dask` is (default: this Python's).
     """
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     pod_name = pod_name or deployment["metadata"]["name"] + "-0"
     env = {**pod_env(container, pod_name, "worker-node", addresses), **(extra_env or {})}
-    for mount in container.get("volumeMounts", []):
-        if mount["name"] in (volumes or {}):
-            env = {k: str(volumes[mount["name"]]) + v[len(mount["mountPath"]):]
-                   if v.startswith(mount["mountPath"] + "/") else v for k, v in env.items()}
+    env = {k: on_volumes(v, container, volumes) for k, v in env.items()}
     argv = pod_argv(container, env)
     assert argv[:2] == ["dask", "worker"], argv
-    argv = [str(Path(sys.executable).parent / "dask"), "worker", scheduler, *argv[3:]]
+    argv = [str((bin_dir or Path(sys.executable).parent) / "dask"), "worker", scheduler, *argv[3:]]
     with open(log, "ab") as out:
         return subprocess.Popen(argv, env={"PATH": os.environ["PATH"], "HOME": str(home), **env},
                                 stdout=out, stderr=subprocess.STDOUT)
+
+
+SWITCHYARD_ENTRIES = ("switchyard-", "__editable__.switchyard-", "__editable___switchyard_")
+
+
+def python_without_switchyard(root: Path, without: tuple[str, ...] = ()) -> Path:
+    """A Python environment like an analysis image's: this one's packages (distributed, uproot,
+    fsspec-xrootd, the XRootD bindings...) but no switchyard, nor any package named in `without`
+    (top-level names). A venv whose site-packages links each of this one's entries but those;
+    returns its bin directory (python3 and a `dask` script, as an image has)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    import sysconfig
+
+    ours = Path(sysconfig.get_paths()["purelib"])
+    (theirs,) = root.glob("lib/python*/site-packages")
+    skipped = tuple(without) + tuple(f"{name}-" for name in without)
+    for entry in sorted(ours.iterdir()):
+        name = entry.name
+        if name.startswith(SWITCHYARD_ENTRIES) or name == "__pycache__" or name.split(".")[0] in without \
+                or name.startswith(skipped):
+            continue
+        (theirs / name).symlink_to(entry)
+    bin_dir = root / "bin"
+    (bin_dir / "dask").write_text(f"#!{bin_dir / 'python3'}\nimport sys\nfrom dask.__main__ import main\n"
+                                  "if __name__ == '__main__':\n    sys.exit(main())\n")  # as pip writes it
+    (bin_dir / "dask").chmod(0o755)
+    return bin_dir

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import fsspec
 import numpy as np
@@ -23,7 +24,7 @@ import uproot.source.xrootd
 from fsspec_xrootd import XRootDFileSystem
 from routing_rig import (
     NOT_SERVED, KubeletVolume, RingCache, assert_each_cache_holds_its_own_files, dask_scheduler, homes,
-    publish_config, running_ring, served, start_pod_worker, stop_all,
+    publish_config, python_without_switchyard, run_init_container, running_ring, served, start_pod_worker, stop_all,
 )
 from xrootd_fixtures import xrdcp
 
@@ -260,66 +261,164 @@ def test_local_routing_reads_every_file_from_the_switch_endpoint(ring, fsspec_ho
     assert_each_cache_holds_its_own_files(caches, {lfn: switch_cache.name for lfn in files})
 
 
-def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_names(ring, xrd_base):
-    """The worker runs the command and environment a fleet's pod gets; the task is plain uproot."""
-    from distributed import Client
-    from xrootd_fixtures import wait_until
+def nano_file(origin, caches: list[RingCache], name: str, seed: int) -> tuple[np.ndarray, Path, str, str]:
+    """A NanoAOD-like file on the origin: (its Muon_pt, its path there, its LFN, the ring's home cache for it)."""
+    pt = np.random.default_rng(seed).exponential(25.0, 300_000).astype(np.float32)
+    local = origin.root / name
+    with uproot.recreate(local) as out:
+        out["Events"] = {"Muon_pt": pt}
+    origin.daemon.account.own(local)
+    lfn = f"/{name}"
+    return pt, local, lfn, hashing.home(lfn, [c.name for c in caches])
 
+
+def hashed_fleet(caches: list[RingCache], **spec: object) -> tuple[dict, dict]:
+    """A one-worker Dask fleet reading through the ring of `caches`: its Deployment and its routing ConfigMap."""
     from switchyard.api import WorkerFleetSpec
     from switchyard.api.plans import FleetPlan
     from switchyard.builders.workerfleet import build_fleet, build_routing_config
 
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 1, "cores": 1, "memoryGiB": 1,
+                                           "dask": {"schedulerAddress": "tcp://scheduler.example:8786"}, **spec})
+    plan = FleetPlan(facility="af", workers={"sw1": 1}, hashed={"sw1": 1}, pool="af-xc", cache_switches=["sw1"],
+                     routing={"sw1": "hashed"}, cache_ring={c.name: 1.0 for c in caches})
+    (deployment,) = build_fleet("f", "ns", spec, plan, helper_image="h:1")
+    return deployment, build_routing_config("f", plan, {c.name: c.name for c in caches})
+
+
+def task_on_pod_worker(deployment: dict, caches: list[RingCache], url: str, logs: Path, home: Path,
+                       volumes: dict[str, Path], bin_dir: Path | None = None) -> tuple[dict, dict[str, int]]:
+    """A plain uproot task on `url` on a Dask worker started from the Deployment's pod: its result, and the
+    bytes each cache sent meanwhile (by its own counters)."""
+    from distributed import Client
+    from xrootd_fixtures import wait_until
+
     def analysis_task(url: str) -> dict:
-        """What an analyst submits (shipped by value): uproot on the origin URL, nothing about caches."""
+        """What an analyst submits (local: shipped by value): uproot on the origin URL, nothing about caches."""
         import uproot
 
+        import switchyard
         from switchyard.routing.hooks import installed
 
         with uproot.open(url) as f:
             pt = f["Events"]["Muon_pt"].array(library="np")
-        return {"n": int(pt.size), "sum": float(pt.sum()), "hooked": sorted(installed())}
+        return {"n": int(pt.size), "sum": float(pt.sum()), "hooked": sorted(installed()),
+                "switchyard": switchyard.__file__}
 
+    with dask_scheduler(logs) as scheduler:
+        worker = start_pod_worker(deployment, scheduler, {}, logs, home, extra_env=FAST_FAILOVER, volumes=volumes,
+                                  bin_dir=bin_dir)
+        try:
+            with Client(scheduler, timeout=60) as client:
+                try:
+                    wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, timeout=60, what="the worker to join")
+                except AssertionError as error:
+                    raise AssertionError(f"{error}: {logs.read_text()[-3000:]}") from None
+                done = {}
+
+                def read() -> None:
+                    done["result"] = client.submit(analysis_task, url, pure=False).result(timeout=120)
+
+                by_cache = served(caches, read)
+        finally:
+            stop_all([worker])
+    return done["result"], by_cache
+
+
+def assert_served_by_home(by_cache: dict[str, int], home: str, size: int) -> None:
+    assert by_cache[home] > 0.5 * size, by_cache
+    assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home), by_cache
+
+
+def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_names(ring, xrd_base):
+    """The worker runs the command and environment a fleet's pod gets; the task is plain uproot."""
     origin, caches, _ = ring
-    pt = np.random.default_rng(11).exponential(25.0, 300_000).astype(np.float32)
-    local = origin.root / "nano_dask.root"
-    with uproot.recreate(local) as out:
-        out["Events"] = {"Muon_pt": pt}
-    origin.daemon.account.own(local)
-    lfn = "/nano_dask.root"
-    home = hashing.home(lfn, [c.name for c in caches])
-
-    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 1, "cores": 1, "memoryGiB": 1,
-                                           "dask": {"schedulerAddress": "tcp://scheduler.example:8786"}})
-    plan = FleetPlan(facility="af", workers={"sw1": 1}, hashed={"sw1": 1}, pool="af-xc", cache_switches=["sw1"],
-                     routing={"sw1": "hashed"}, cache_ring={c.name: 1.0 for c in caches})
-    (deployment,) = build_fleet("f", "ns", spec, plan, helper_image="h:1")
+    pt, local, lfn, home = nano_file(origin, caches, "nano_dask.root", 11)
+    deployment, config = hashed_fleet(caches)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     argv = container["command"] + container["args"]
     assert argv[:3] == ["dask", "worker", "tcp://scheduler.example:8786"] and "--preload" in argv
     # the ring: the fleet's ConfigMap, as the kubelet mounts it (each node's InternalIP: its cache's loopback)
     volume = KubeletVolume(xrd_base / "routing")
-    publish_config(volume, build_routing_config("f", plan, {c.name: c.name for c in caches}),
-                   {f"{c.name}:1094": c.address for c in caches})
+    publish_config(volume, config, {f"{c.name}:1094": c.address for c in caches})
 
     logs = xrd_base / "dask.log"
-    with dask_scheduler(logs) as scheduler:
-        worker = start_pod_worker(deployment, scheduler, {}, logs, xrd_base, extra_env=FAST_FAILOVER,
-                                  volumes={"routing": volume.root})
-        try:
-            with Client(scheduler, timeout=60) as client:
-                wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, timeout=60, what="the worker to join")
-                done = {}
+    result, by_cache = task_on_pod_worker(deployment, caches, f"root://127.0.0.1:{origin.daemon.port}/{lfn}", logs,
+                                          xrd_base, {"routing": volume.root})
+    result.pop("switchyard")
+    assert result == {"n": pt.size, "sum": float(pt.sum()), "hooked": ["fsspec", "uproot"]}, logs.read_text()[-3000:]
+    assert_served_by_home(by_cache, home, local.stat().st_size)
 
-                def read() -> None:
-                    done["result"] = client.submit(analysis_task, f"root://127.0.0.1:{origin.daemon.port}/{lfn}",
-                                                   pure=False).result(timeout=120)
 
-                by_cache = served(caches, read)
-        finally:
-            stop_all([worker])
-    assert done["result"] == {"n": pt.size, "sum": float(pt.sum()), "hooked": ["fsspec", "uproot"]}, logs.read_text()[-3000:]
-    assert by_cache[home] > 0.5 * local.stat().st_size, by_cache
-    assert all(v < NOT_SERVED for name, v in by_cache.items() if name != home), by_cache
+def test_a_worker_image_without_switchyard_routes_with_the_client_its_pod_copies_in(ring, xrd_base, tmp_path):
+    """A worker whose Python has distributed, uproot, fsspec-xrootd and the XRootD bindings but no switchyard,
+    started as its pod starts it: the routing-copy init container (the operator's `switchyard copy-routing`)
+    fills the emptyDir, the routing-check init container (the worker's Python) says it can route, and the
+    worker (switchyard only through the copy on PYTHONPATH) has a plain uproot task's origin URL served
+    by the cache the rule names, by the caches' own byte counts."""
+    from switchyard.routing import check
+
+    origin, caches, _ = ring
+    pt, local, lfn, home = nano_file(origin, caches, "nano_any_image.root", 13)
+    image_bin = python_without_switchyard(tmp_path / "image")
+    bare = subprocess.run([str(image_bin / "python3"), "-c", "import distributed, uproot, fsspec_xrootd, XRootD.client\n"
+                           "import switchyard"], capture_output=True, text=True, timeout=120)
+    assert "No module named 'switchyard'" in bare.stderr, bare.stderr  # the image has all but switchyard
+
+    deployment, config = hashed_fleet(caches, image="ghcr.io/site/analysis:1", rampUp={"jitterSeconds": 0})
+    routing = KubeletVolume(xrd_base / "routing")
+    publish_config(routing, config, {f"{c.name}:1094": c.address for c in caches})
+    client_dir = tmp_path / "routing-client"  # the pod's emptyDir
+    client_dir.mkdir()
+    volumes = {"routing": routing.root, "routing-client": client_dir}
+    copied = run_init_container(deployment, "routing-copy", volumes, Path(sys.executable).parent)
+    assert copied.returncode == 0 and (client_dir / "switchyard" / "routing" / "hooks.py").is_file(), copied.stderr
+    log = tmp_path / "termination-log"
+    checked = run_init_container(deployment, "routing-check", volumes, image_bin, ("--termination-log", str(log)))
+    verdict = check.parse(log.read_text())
+    assert checked.returncode == 0 and verdict is not None and verdict.routes, (checked.stdout, checked.stderr)
+    assert "fsspec-xrootd" in verdict.detail and "uproot" in verdict.detail
+
+    logs = tmp_path / "dask.log"
+    result, by_cache = task_on_pod_worker(deployment, caches, f"root://127.0.0.1:{origin.daemon.port}/{lfn}", logs,
+                                          xrd_base, volumes, bin_dir=image_bin)
+    assert Path(result.pop("switchyard")).is_relative_to(client_dir)  # the copy, not this Python's switchyard
+    assert result == {"n": pt.size, "sum": float(pt.sum()), "hooked": ["fsspec", "uproot"]}, logs.read_text()[-3000:]
+    assert_served_by_home(by_cache, home, local.stat().st_size)
+
+
+def test_the_check_says_an_image_without_fsspec_xrootd_cannot_route(tmp_path):
+    """The routing-check init container in a Python with uproot and the XRootD bindings but no fsspec-xrootd
+    (and no switchyard: only the copy), run as the pod runs it."""
+    from switchyard.api import WorkerFleetSpec
+    from switchyard.api.plans import FleetPlan
+    from switchyard.builders.workerfleet import build_fleet
+    from switchyard.desired.workerfleet import routing_verdict
+    from switchyard.routing import check
+
+    image_bin = python_without_switchyard(tmp_path / "image", without=("fsspec_xrootd",))
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "image": "ghcr.io/site/no-fsspec:1",
+                                           "dask": {"schedulerAddress": "tcp://s.example:8786"}})
+    plan = FleetPlan(facility="af", workers={"sw1": 1}, pool="af-xc", cache_switches=["sw1"], routing={"sw1": "local"})
+    (deployment,) = build_fleet("f", "ns", spec, plan, helper_image="h:1")
+    client_dir = tmp_path / "routing-client"
+    client_dir.mkdir()
+    volumes = {"routing-client": client_dir}
+    assert run_init_container(deployment, "routing-copy", volumes, Path(sys.executable).parent).returncode == 0
+    log = tmp_path / "termination-log"
+    checked = run_init_container(deployment, "routing-check", volumes, image_bin, ("--termination-log", str(log)))
+    message = log.read_text()
+    assert checked.returncode == 0, checked.stderr  # the worker still starts
+    verdict = check.parse(message)
+    assert verdict is not None and not verdict.routes, message
+    assert "lacks fsspec-xrootd (ModuleNotFoundError: No module named 'fsspec_xrootd')" in verdict.detail
+    assert "XRootD" not in verdict.detail.split("(")[0]  # the bindings are there
+    # as the operator reads it from the pod's status
+    pod = {"metadata": {"name": "f-sw1-0"}, "spec": deployment["spec"]["template"]["spec"],
+           "status": {"initContainerStatuses": [{"name": "routing-check",
+                                                 "state": {"terminated": {"exitCode": 0, "message": message}}}]}}
+    assert routing_verdict([pod], "ghcr.io/site/no-fsspec:1") == {"image": "ghcr.io/site/no-fsspec:1", "routes": False,
+                                                                  "message": verdict.detail}
 
 
 def test_a_ring_of_forwarding_proxies_is_given_the_origin_in_the_url(xrd_base, xrootd_account, fsspec_hooked):

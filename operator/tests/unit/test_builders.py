@@ -81,15 +81,28 @@ def test_fleet_deployments_follow_the_plan_and_name_their_cache():
         assert env["SWITCHYARD_CACHE_ENDPOINT"] == expected
 
 
+def quantity(text: str) -> float:
+    """A Kubernetes quantity as a number (the suffixes these builders write)."""
+    for suffix, factor in (("m", 1e-3), ("Ki", 2**10), ("Mi", 2**20), ("Gi", 2**30)):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    return float(text)
+
+
 def test_worker_pods_are_guaranteed_qos_with_the_jitter_init_container():
-    # Every container, the init container too, with CPU and memory limits equal to its requests:
+    # Every container, the init containers too, with CPU and memory limits equal to its requests:
     # otherwise the kubelet puts the workers in the Burstable class, first to be evicted.
     children = build_children("af", FACILITY, the_plan())
     spec = WorkerFleetSpec.model_validate({**children[1]["spec"], "rampUp": {"jitterSeconds": 30}})
     objs = build_fleet("af-dask", "ns", spec, FleetPlan.model_validate(children[1]["status"]["plan"]), helper_image="img:1")
     for dep in objs:
         pod = dep["spec"]["template"]["spec"]
-        assert [c["name"] for c in pod["initContainers"]] == ["jitter"]
+        assert [c["name"] for c in pod["initContainers"]] == ["jitter", "routing-copy", "routing-check"]
+        # no init container asks for more than the worker: the pod's request stays the worker's
+        worker = pod["containers"][0]["resources"]["requests"]
+        for c in pod["initContainers"]:
+            for key in ("cpu", "memory"):
+                assert quantity(c["resources"]["requests"][key]) <= quantity(worker[key]), (c["name"], key)
         for c in pod["initContainers"] + pod["containers"]:
             res = c["resources"]
             assert {k: res["limits"].get(k) for k in ("cpu", "memory")} == \
@@ -303,3 +316,76 @@ def test_a_fleet_without_a_pool_gets_no_routing_configmap_nor_mount():
     assert build_routing_config("f", plan, {}) is None
     (dep,) = build_fleet("f", "ns", spec, plan, helper_image="img:1")
     assert "volumes" not in dep["spec"]["template"]["spec"]
+
+
+def routed_fleet(env=(), engine=None, jitter=0):
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 2, "cores": 2, "memoryGiB": 3,
+                                           "image": "ghcr.io/site/coffea-dask:2026.3", "env": list(env),
+                                           "rampUp": {"jitterSeconds": jitter},
+                                           **(engine or {"dask": {"schedulerAddress": "tcp://s.example:8786"}})})
+    plan = FleetPlan.model_validate({"facility": "af", "workers": {"sw1": 2}, "pool": "af-xc",
+                                     "cacheSwitches": ["sw1"], "routing": {"sw1": "local"}})
+    (dep,) = build_fleet("f", "ns", spec, plan, helper_image="op:1")
+    return dep["spec"]["template"]["spec"]
+
+
+def test_workers_of_a_pool_get_the_routing_client_copied_from_the_operator_image_and_checked_in_their_own():
+    from switchyard.builders.workerfleet import ROUTING_CLIENT_DIR
+
+    pod = routed_fleet()
+    copy, check = pod["initContainers"]
+    worker = pod["containers"][0]
+    # the copy: the operator's image, an argument list (no shell) writing into the emptyDir
+    assert copy["image"] == "op:1" and copy["args"] == ["copy-routing", ROUTING_CLIENT_DIR] and "command" not in copy
+    assert copy["volumeMounts"] == [{"name": "routing-client", "mountPath": ROUTING_CLIENT_DIR}]
+    # the check: the worker's image and user, the copy read-only on its PYTHONPATH, its verdict as its message
+    assert check["image"] == worker["image"] == "ghcr.io/site/coffea-dask:2026.3"
+    assert check["command"] == ["python3", "-m", "switchyard.routing.check"] and "args" not in check
+    assert check["volumeMounts"] == [{"name": "routing-client", "mountPath": ROUTING_CLIENT_DIR, "readOnly": True}]
+    assert {"name": "PYTHONPATH", "value": ROUTING_CLIENT_DIR} in check["env"]
+    assert check["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert check["securityContext"]["runAsUser"] == worker["securityContext"]["runAsUser"]
+    for c in (copy, check):
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert c["resources"]["requests"] == c["resources"]["limits"]
+    # the check runs with the worker's cpu and memory (the pod asks no more), the copy with a little
+    assert {k: check["resources"]["requests"][k] for k in ("cpu", "memory")} == worker["resources"]["requests"]
+    assert copy["resources"]["requests"]["cpu"] == "100m"
+    # the worker: the copy first on PYTHONPATH, mounted read-only, the preload as before
+    env = {e["name"]: e.get("value") for e in worker["env"]}
+    assert env["PYTHONPATH"] == ROUTING_CLIENT_DIR
+    assert {"name": "routing-client", "mountPath": ROUTING_CLIENT_DIR, "readOnly": True} in worker["volumeMounts"]
+    assert {"name": "routing-client", "emptyDir": {"sizeLimit": "16Mi"}} in pod["volumes"]
+    assert "--preload" in worker["args"]
+
+
+def test_a_fleets_own_pythonpath_follows_the_routing_client_and_is_set_once():
+    from switchyard.builders.workerfleet import ROUTING_CLIENT_DIR
+
+    pod = routed_fleet(env=[{"name": "PYTHONPATH", "value": "/srv/analysis"}, {"name": "X509_CERT_DIR", "value": "/c"}])
+    for container in (pod["containers"][0], pod["initContainers"][1]):
+        names = [e["name"] for e in container["env"]]
+        assert names.count("PYTHONPATH") == 1 and "X509_CERT_DIR" in names, container["name"]
+        assert {"name": "PYTHONPATH", "value": f"{ROUTING_CLIENT_DIR}:/srv/analysis"} in container["env"]
+
+
+def test_routing_containers_come_after_the_jitter_and_taskvine_workers_get_them_too():
+    pod = routed_fleet(jitter=10)
+    assert [c["name"] for c in pod["initContainers"]] == ["jitter", "routing-copy", "routing-check"]
+    vine = routed_fleet(engine={"taskvine": {"managerHost": "manager.example", "managerPort": 9123}})
+    assert [c["name"] for c in vine["initContainers"]] == ["routing-copy", "routing-check"]
+    env = {e["name"]: e.get("value") for e in vine["containers"][0]["env"]}
+    assert env["PYTHONPATH"] == "/opt/switchyard-routing" and "--preload" not in vine["containers"][0]["args"]
+
+
+def test_a_fleet_without_a_pool_gets_no_routing_client():
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 2,
+                                           "env": [{"name": "PYTHONPATH", "value": "/srv/a"}],
+                                           "dask": {"schedulerAddress": "tcp://s.example:8786"}})
+    (dep,) = build_fleet("f", "ns", spec, FleetPlan.model_validate({"facility": "af", "workers": {"sw1": 2}}),
+                         helper_image="img:1")
+    pod = dep["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["jitter"] and "volumes" not in pod
+    assert {"name": "PYTHONPATH", "value": "/srv/a"} in pod["containers"][0]["env"]

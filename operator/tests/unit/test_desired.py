@@ -329,3 +329,113 @@ def test_fleet_routing_configmap_names_cache_hosts_by_internal_ip_or_says_it_cou
     assert f"root://{hosts[0]}:{got.plan.pool_port}=" in config["data"]["ring"]
     assert out.extra["unaddressed"] == [hosts[0]]
     assert f"# {hosts[0]}: no InternalIP, named by its node name" in config["data"]["ring"]
+
+
+# ------------------------------------------------------------------ can the fleet's image route its reads?
+def check_pod(name: str, image: str, run: dict | None, last: dict | None = None) -> dict:
+    """A worker pod as the API server lists it, its routing-check init container in state `run`."""
+    status = {"name": "routing-check", "state": {"terminated": run} if run else {"running": {}},
+              "lastState": {"terminated": last} if last else {}}
+    return {"metadata": {"name": name},
+            "spec": {"initContainers": [{"name": "routing-copy", "image": "op:1"},
+                                        {"name": "routing-check", "image": image}]},
+            "status": {"initContainerStatuses": [{"name": "routing-copy", "state": {"terminated": {"exitCode": 0}}},
+                                                 status]}}
+
+
+LACKS = ("RoutingUnavailable: Python 3.12.7 lacks fsspec-xrootd (ModuleNotFoundError: No module named "
+         "'fsspec_xrootd'); reads go to the origin")
+ROUTES = "RoutingReady: Python 3.12.7 reads root:// through the caches with fsspec-xrootd"
+
+
+def test_the_routing_verdict_is_read_from_the_check_containers_of_the_current_image():
+    from switchyard.desired.workerfleet import routing_verdict
+
+    image = "ghcr.io/dask/dask:2024.12.1-py3.12"
+    ok = check_pod("w-1", image, {"exitCode": 0, "message": ROUTES})
+    bad = check_pod("w-2", image, {"exitCode": 0, "message": LACKS})
+    assert routing_verdict([ok], image) == {"image": image, "routes": True, "message": ROUTES.split(": ", 1)[1]}
+    # one pod that cannot route is enough to say so
+    assert routing_verdict([ok, bad], image) == {"image": image, "routes": False, "message": LACKS.split(": ", 1)[1]}
+    # pods of another image, or whose check has not finished, say nothing
+    assert routing_verdict([check_pod("w-0", "old:1", {"exitCode": 0, "message": LACKS})], image) is None
+    assert routing_verdict([check_pod("w-3", image, None)], image) is None
+    assert routing_verdict([], image) is None
+    # a check that could not run (no python3 in the image) is no verdict: the kubelet's error is named
+    start = check_pod("w-4", image, None, last={"exitCode": 128, "reason": "StartError", "message":
+                                                 'exec: "python3": executable file not found in $PATH'})
+    got = routing_verdict([start], image)
+    assert got["routes"] is False and "StartError" in got["message"] and "python3" in got["message"]
+    crashed = check_pod("w-5", image, {"exitCode": 1, "reason": "Error", "message": "Traceback...\nSyntaxError: x"})
+    assert routing_verdict([crashed], image)["message"] == "its routing check gave no verdict (Error: SyntaxError: x)"
+
+
+def test_a_fleet_whose_image_cannot_route_is_degraded_with_its_image_and_what_it_lacks():
+    got = intent()
+    assert isinstance(got, FleetIntent) and got.plan.pool
+    from switchyard.builders.workerfleet import worker_image
+
+    image = worker_image(got.spec)
+    cannot = {"image": image, "routes": False, "message": LACKS.split(": ", 1)[1]}
+    out = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, routing=cannot)
+    degraded = out.states["Degraded"]
+    assert (degraded.status, degraded.reason) == (True, "RoutingUnavailable")
+    assert image in degraded.message and "fsspec-xrootd" in degraded.message and got.plan.pool in degraded.message
+    assert out.status["routing"] == cannot
+    from switchyard.api.workerfleet import WorkerFleetStatus
+
+    assert WorkerFleetStatus.model_validate(out.status).routing.routes is False  # what the status write checks
+    assert out.events == (("Warning", "RoutingUnavailable", degraded.message),)
+    assert out.states["Ready"].reason == "WorkersStarting"  # the workers still start (and read from the origin)
+    # already said: no second event
+    said = intent(status={**fleet_child()["status"], "conditions": [
+        {"type": "Degraded", "status": "True", "reason": "RoutingUnavailable", "message": degraded.message}]})
+    assert desired_fleet("af-dask", "ns", said, said.plan.workers, {}, SETTINGS, routing=cannot).events == ()
+    # an image that routes, a verdict for another image, no verdict yet: not degraded
+    for routing in ({**cannot, "routes": True}, {**cannot, "image": "old:1"}, None):
+        out = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, routing=routing)
+        assert out.states["Degraded"].status is False and out.events == (), routing
+        assert out.status.get("routing") == (routing if routing and routing["image"] == image else None)
+
+
+def test_the_status_keeps_a_verdict_only_for_the_current_image():
+    from switchyard.builders.workerfleet import worker_image
+
+    got = intent()
+    image = worker_image(got.spec)
+    known = {"image": image, "routes": True, "message": "x"}
+    assert intent(status={**fleet_child()["status"], "routing": known}).known_routing() == known
+    assert intent({"image": "site/analysis:2"}, status={**fleet_child()["status"], "routing": known}).known_routing() is None
+    assert got.known_routing() is None
+
+
+def test_the_handler_lists_the_fleets_pods_only_until_its_image_has_a_verdict(monkeypatch):
+    from switchyard.builders.workerfleet import worker_image
+    from switchyard.handlers import workerfleet as handler
+
+    calls = []
+    image = worker_image(intent().spec)
+
+    class Kube:
+        def list(self, kind, namespace, selector):
+            calls.append((kind, namespace, selector))
+            return [check_pod("w-1", image, {"exitCode": 0, "message": LACKS})]
+
+    clock = [100.0]
+    monkeypatch.setattr(handler, "kube", Kube)
+    monkeypatch.setattr(handler.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(handler, "_routing_reads", {})
+    got = intent()
+    assert handler.read_routing("ns", "af-dask", got, started=0) is None and calls == []  # no worker yet
+    verdict = handler.read_routing("ns", "af-dask", got, started=2)
+    assert verdict == {"image": image, "routes": False, "message": LACKS.split(": ", 1)[1]}
+    assert calls == [("Pod", "ns", {"switchyard.dev/fleet": "af-dask"})]
+    clock[0] += 1  # not again within ROUTING_READ_SECONDS
+    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 1
+    # once the status holds the verdict for this image, no more lists
+    known = intent(status={**fleet_child()["status"], "routing": verdict})
+    clock[0] += 60
+    assert handler.read_routing("ns", "af-dask", known, started=2) == verdict and len(calls) == 1
+    # a fleet without a pool is never listed
+    nopool = dataclasses.replace(got, plan=got.plan.model_copy(update={"pool": None}))
+    assert handler.read_routing("ns", "af-dask", nopool, started=2) is None and len(calls) == 1

@@ -19,8 +19,8 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
 PURE = ["api", "topology.py", "planner", "builders", "xrootd", "desired", "conditions.py", "hostpaths.py",
-        "imagepolicy.py", "settings.py", "exporterspec.py", "cachedisk.py", "drift.py", "rampup.py", "render.py",
-        "gateway/manifests.py", "gateway/options.py"]
+        "imagepolicy.py", "settings.py", "exporterspec.py", "cachedisk.py", "initreports.py", "drift.py", "rampup.py",
+        "render.py", "gateway/manifests.py", "gateway/options.py"]
 FORBIDDEN_IN_PURE = ("kopf", "kubernetes", "switchyard.apply", "switchyard.handlers", "urllib3")
 
 
