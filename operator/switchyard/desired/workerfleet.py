@@ -93,14 +93,17 @@ def routing_verdict(pods: Sequence[dict], image: str) -> dict | None:
     """status.routing from the `routing-check` init containers (routing/check.py) of the fleet's pods whose
     check ran `image`: one that cannot route outweighs those that can; None while no check has finished.
 
-    A check that ended without a verdict (its image has no python3, its import crashed: the kubelet keeps
-    the start error, or the log's end, as its message) counts as one that cannot route."""
+    A check that failed (its image has no python3, its import crashed: the kubelet keeps the start error,
+    or the log's end, as its message) counts as one that cannot route; one that succeeded without a
+    verdict in its message (a simulated node's) says nothing."""
     found: dict[bool, str] = {}
     runs = ((pod, run) for pod, run in last_runs(pods, CHECK_CONTAINER)
             if (init_container(pod, CHECK_CONTAINER) or {}).get("image") == image)
     for _, run in sorted(runs, key=lambda pr: (pr[0].get("metadata") or {}).get("name", "")):
-        verdict = check.parse(run.get("message") or "") if run.get("exitCode") == 0 else None
-        if verdict is None:
+        verdict = check.parse(run.get("message") or "")
+        if run.get("exitCode") == 0 and verdict is None:
+            continue
+        if run.get("exitCode") != 0:
             reason = run.get("reason") or f"exit code {run.get('exitCode')}"
             last = ((run.get("message") or "").strip().splitlines() or [""])[-1]
             verdict = check.Verdict(False, f"its routing check gave no verdict ({reason}{': ' + last if last else ''})")

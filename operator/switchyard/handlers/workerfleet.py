@@ -7,7 +7,7 @@ import time
 from .. import rampup
 from ..api import WorkerFleetSpec
 from ..builders.common import FLEET_LABEL
-from ..builders.workerfleet import CHILD_KINDS, worker_image
+from ..builders.workerfleet import CHECK_CONTAINER, CHILD_KINDS, worker_image
 from ..desired import Outcome
 from ..desired.workerfleet import KIND, FleetIntent, desired_fleet, fleet_intent, routing_verdict, staging_name
 from ..metrics import MANAGED_OBJECTS
@@ -22,8 +22,11 @@ PLURAL = "workerfleets"
 # "namespace/name" -> (start tokens, counts per switch last asked for)
 _ramps: dict[str, tuple[rampup.Bucket | None, dict[str, int]]] = {}
 _unaddressed: dict[str, list[str]] = {}  # "namespace/name" -> ring hosts last logged as named by node name
-_routing_reads: dict[str, float] = {}  # "namespace/name" -> when its pods were last listed for a routing verdict
-ROUTING_READ_SECONDS = 10.0  # while a fleet's image has no verdict yet, its pods are listed at most this often
+# "namespace/name" -> (image, when its pods were last listed for that image's routing verdict, the wait before the next)
+_routing_reads: dict[str, tuple[str, float, float]] = {}
+# While a fleet's image has no verdict, its pods are listed at most every ROUTING_READ_SECONDS, the wait doubling
+# up to ROUTING_READ_MAX_SECONDS each time none was found (pods whose checks never report: simulated nodes).
+ROUTING_READ_SECONDS, ROUTING_READ_MAX_SECONDS = 10.0, 300.0
 
 
 def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: dict[str, int]) -> dict[str, int]:
@@ -47,17 +50,28 @@ def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: di
 
 def read_routing(namespace: str, name: str, intent: FleetIntent, started: int) -> dict | None:
     """The routing verdict for the fleet's image: the status's once known; until then, read from the
-    workers' routing-check init containers (its pods listed at most every ROUTING_READ_SECONDS, and only
-    once a worker was started)."""
+    workers' routing-check init containers (listed only once a worker was started, and at the pace
+    of _routing_reads), each pod kept only as far as the verdict needs."""
     if not intent.plan.pool:
         return None
     if (known := intent.known_routing()) is not None:
         return known
-    key = f"{namespace}/{name}"
-    if not started or time.monotonic() - _routing_reads.get(key, -ROUTING_READ_SECONDS) < ROUTING_READ_SECONDS:
+    key, image, now = f"{namespace}/{name}", worker_image(intent.spec), time.monotonic()
+    last_image, last, wait = _routing_reads.get(key, ("", 0.0, 0.0))
+    if not started or (last_image == image and now - last < wait):
         return None
-    _routing_reads[key] = time.monotonic()
-    return routing_verdict(kube().list("Pod", namespace, {FLEET_LABEL: name}), worker_image(intent.spec))
+    verdict = routing_verdict(kube().list("Pod", namespace, {FLEET_LABEL: name}, keep=_check_part), image)
+    wait = ROUTING_READ_SECONDS if last_image != image else min(2 * wait, ROUTING_READ_MAX_SECONDS)
+    _routing_reads[key] = (image, now, wait)
+    return verdict
+
+
+def _check_part(pod: dict) -> dict:
+    """What routing_verdict reads of a pod: its name, its routing-check's spec and status."""
+    return {"metadata": {"name": pod["metadata"]["name"]},
+            "spec": {"initContainers": [c for c in pod["spec"].get("initContainers", []) if c["name"] == CHECK_CONTAINER]},
+            "status": {"initContainerStatuses": [c for c in (pod.get("status") or {}).get("initContainerStatuses") or []
+                                                 if c["name"] == CHECK_CONTAINER]}}
 
 
 def _forget_ramp(namespace: str, name: str) -> None:

@@ -360,6 +360,8 @@ def test_the_routing_verdict_is_read_from_the_check_containers_of_the_current_im
     # pods of another image, or whose check has not finished, say nothing
     assert routing_verdict([check_pod("w-0", "old:1", {"exitCode": 0, "message": LACKS})], image) is None
     assert routing_verdict([check_pod("w-3", image, None)], image) is None
+    # a check that succeeded without a verdict (a simulated node's) says nothing either
+    assert routing_verdict([check_pod("w-6", image, {"exitCode": 0, "reason": "Completed"})], image) is None
     assert routing_verdict([], image) is None
     # a check that could not run (no python3 in the image) is no verdict: the kubelet's error is named
     start = check_pod("w-4", image, None, last={"exitCode": 128, "reason": "StartError", "message":
@@ -416,10 +418,12 @@ def test_the_handler_lists_the_fleets_pods_only_until_its_image_has_a_verdict(mo
     calls = []
     image = worker_image(intent().spec)
 
+    pods = [check_pod("w-0", image, None)]  # its check still running
+
     class Kube:
-        def list(self, kind, namespace, selector):
+        def list(self, kind, namespace, selector, keep=lambda pod: pod):
             calls.append((kind, namespace, selector))
-            return [check_pod("w-1", image, {"exitCode": 0, "message": LACKS})]
+            return [keep(pod) for pod in pods]
 
     clock = [100.0]
     monkeypatch.setattr(handler, "kube", Kube)
@@ -427,15 +431,25 @@ def test_the_handler_lists_the_fleets_pods_only_until_its_image_has_a_verdict(mo
     monkeypatch.setattr(handler, "_routing_reads", {})
     got = intent()
     assert handler.read_routing("ns", "af-dask", got, started=0) is None and calls == []  # no worker yet
-    verdict = handler.read_routing("ns", "af-dask", got, started=2)
-    assert verdict == {"image": image, "routes": False, "message": LACKS.split(": ", 1)[1]}
-    assert calls == [("Pod", "ns", {"switchyard.dev/fleet": "af-dask"})]
-    clock[0] += 1  # not again within ROUTING_READ_SECONDS
     assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 1
+    assert calls == [("Pod", "ns", {"switchyard.dev/fleet": "af-dask"})]
+    clock[0] += 9  # not again within ROUTING_READ_SECONDS; then at a doubling pace while none is found
+    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 1
+    clock[0] += 1
+    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 2
+    clock[0] += 19
+    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 2
+    pods.append(check_pod("w-1", image, {"exitCode": 0, "message": LACKS}))
+    clock[0] += 1
+    verdict = handler.read_routing("ns", "af-dask", got, started=2)
+    assert verdict == {"image": image, "routes": False, "message": LACKS.split(": ", 1)[1]} and len(calls) == 3
     # once the status holds the verdict for this image, no more lists
     known = intent(status={**fleet_child()["status"], "routing": verdict})
-    clock[0] += 60
-    assert handler.read_routing("ns", "af-dask", known, started=2) == verdict and len(calls) == 1
+    clock[0] += 600
+    assert handler.read_routing("ns", "af-dask", known, started=2) == verdict and len(calls) == 3
+    # a new image is read at once
+    other = intent({"image": "site/analysis:2"}, status={**fleet_child()["status"], "routing": verdict})
+    assert handler.read_routing("ns", "af-dask", other, started=2) is None and len(calls) == 4
     # a fleet without a pool is never listed
     nopool = dataclasses.replace(got, plan=got.plan.model_copy(update={"pool": None}))
-    assert handler.read_routing("ns", "af-dask", nopool, started=2) is None and len(calls) == 1
+    assert handler.read_routing("ns", "af-dask", nopool, started=2) is None and len(calls) == 4
