@@ -136,3 +136,33 @@ def test_other_messages_are_no_verdict():
     assert check.parse("") is None and check.parse("Traceback (most recent call last):") is None
     assert check.parse("DiskNotMounted /srv: no") is None
     assert check.parse("RoutingReady: Python 3.12 reads") == check.Verdict(True, "Python 3.12 reads")
+
+
+def other_pythons() -> list[Path]:
+    """Interpreters of other versions on this machine (pyenv's), as analysis images carry them."""
+    found = {}
+    for path in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3")):
+        minor = tuple(int(p) for p in path.parent.parent.name.split(".")[:2])
+        if minor >= (3, 9):  # the oldest the README admits
+            found[minor] = path
+    return list(found.values())
+
+
+@pytest.mark.parametrize("python", other_pythons() or [None], ids=lambda p: p.parent.parent.name if p else "none")
+def test_the_copy_routes_by_the_planners_rule_on_other_pythons(copied, python):
+    if python is None:
+        pytest.skip("no other Python version on this machine")
+    ring = "a@root://10.0.0.1:1094=1,b@root://10.0.0.2:1094=2,c@root://10.0.0.3:1094=0.5"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(copied), "SWITCHYARD_ROUTING": "hashed",
+           "SWITCHYARD_HASH_RULE": "rendezvous-sha256-v1", "SWITCHYARD_CACHE_RING": ring}
+    urls = [f"root://origin//store/f{i}.root" for i in range(12)]
+    ran = subprocess.run([str(python), "-S", "-m", "switchyard.routing.cli", *urls], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    homes = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+    expected = [f"root://{homes[hashing.home(f'/store/f{i}.root', {'a': 1, 'b': 2, 'c': 0.5})]}:1094//store/f{i}.root"
+                for i in range(12)]
+    assert ran.stdout.split() == expected
+    checked = subprocess.run([str(python), "-S", "-m", "switchyard.routing.check", "--termination-log", os.devnull],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0 and "a switchyard.routing that runs on it" not in checked.stdout, checked.stdout
