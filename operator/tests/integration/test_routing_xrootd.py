@@ -272,22 +272,25 @@ def nano_file(origin, caches: list[RingCache], name: str, seed: int) -> tuple[np
     return pt, local, lfn, hashing.home(lfn, [c.name for c in caches])
 
 
-def hashed_fleet(caches: list[RingCache], **spec: object) -> tuple[dict, dict]:
-    """A one-worker Dask fleet reading through the ring of `caches`: its Deployment and its routing ConfigMap."""
+def one_worker_fleet(caches: list[RingCache], routing: str = "hashed", **spec: object) -> tuple[dict, dict]:
+    """A one-worker Dask fleet on sw1 reading through the ring of `caches` (`routing` hashed) or its switch's
+    cache Service (local): its Deployment and its routing ConfigMap."""
     from switchyard.api import WorkerFleetSpec
     from switchyard.api.plans import FleetPlan
     from switchyard.builders.workerfleet import build_fleet, build_routing_config
 
     spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 1, "cores": 1, "memoryGiB": 1,
                                            "dask": {"schedulerAddress": "tcp://scheduler.example:8786"}, **spec})
-    plan = FleetPlan(facility="af", workers={"sw1": 1}, hashed={"sw1": 1}, pool="af-xc", cache_switches=["sw1"],
-                     routing={"sw1": "hashed"}, cache_ring={c.name: 1.0 for c in caches})
+    plan = FleetPlan(facility="af", workers={"sw1": 1}, hashed={"sw1": 1} if routing == "hashed" else {},
+                     pool="af-xc", cache_switches=["sw1"], routing={"sw1": routing},
+                     cache_ring={c.name: 1.0 for c in caches})
     (deployment,) = build_fleet("f", "ns", spec, plan, helper_image="h:1")
     return deployment, build_routing_config("f", plan, {c.name: c.name for c in caches})
 
 
 def task_on_pod_worker(deployment: dict, caches: list[RingCache], url: str, logs: Path, home: Path,
-                       volumes: dict[str, Path], bin_dir: Path | None = None) -> tuple[dict, dict[str, int]]:
+                       volumes: dict[str, Path], bin_dir: Path | None = None,
+                       addresses: dict[str, str] | None = None) -> tuple[dict, dict[str, int]]:
     """A plain uproot task on `url` on a Dask worker started from the Deployment's pod: its result, and the
     bytes each cache sent meanwhile (by its own counters)."""
     from distributed import Client
@@ -306,8 +309,8 @@ def task_on_pod_worker(deployment: dict, caches: list[RingCache], url: str, logs
                 "switchyard": switchyard.__file__}
 
     with dask_scheduler(logs) as scheduler:
-        worker = start_pod_worker(deployment, scheduler, {}, logs, home, extra_env=FAST_FAILOVER, volumes=volumes,
-                                  bin_dir=bin_dir)
+        worker = start_pod_worker(deployment, scheduler, addresses or {}, logs, home, extra_env=FAST_FAILOVER,
+                                  volumes=volumes, bin_dir=bin_dir)
         try:
             with Client(scheduler, timeout=60) as client:
                 try:
@@ -334,7 +337,7 @@ def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_
     """The worker runs the command and environment a fleet's pod gets; the task is plain uproot."""
     origin, caches, _ = ring
     pt, local, lfn, home = nano_file(origin, caches, "nano_dask.root", 11)
-    deployment, config = hashed_fleet(caches)
+    deployment, config = one_worker_fleet(caches)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     argv = container["command"] + container["args"]
     assert argv[:3] == ["dask", "worker", "tcp://scheduler.example:8786"] and "--preload" in argv
@@ -350,22 +353,29 @@ def test_a_generated_dask_worker_reads_by_origin_url_through_the_cache_the_rule_
     assert_served_by_home(by_cache, home, local.stat().st_size)
 
 
-def test_a_worker_image_without_switchyard_routes_with_the_client_its_pod_copies_in(ring, xrd_base, tmp_path):
+@pytest.mark.parametrize("routing", ["hashed", "local"])
+def test_a_worker_image_without_switchyard_routes_with_the_client_its_pod_copies_in(ring, xrd_base, tmp_path, routing):
     """A worker whose Python has distributed, uproot, fsspec-xrootd and the XRootD bindings but no switchyard,
     started as its pod starts it: the routing-copy init container (the operator's `switchyard copy-routing`)
     fills the emptyDir, the routing-check init container (the worker's Python) says it can route, and the
     worker (switchyard only through the copy on PYTHONPATH) has a plain uproot task's origin URL served
-    by the cache the rule names, by the caches' own byte counts."""
+    by the cache the rule names (hashed) or by its switch's cache (local), by the caches' own byte counts."""
     from switchyard.routing import check
 
     origin, caches, _ = ring
-    pt, local, lfn, home = nano_file(origin, caches, "nano_any_image.root", 13)
+    pt, local, lfn, home = nano_file(origin, caches, f"nano_any_image_{routing}.root", 13)
+    addresses = {}
+    if routing == "local":  # the switch's cache Service is the cache the rule would not pick
+        home = next(c.name for c in caches if c.name != home)
+        addresses = {"af-xc-sw1.ns.svc:1094": next(c.address for c in caches if c.name == home)}
     image_bin = python_without_switchyard(tmp_path / "image")
     bare = subprocess.run([str(image_bin / "python3"), "-c", "import distributed, uproot, fsspec_xrootd, XRootD.client\n"
                            "import switchyard"], capture_output=True, text=True, timeout=120)
     assert "No module named 'switchyard'" in bare.stderr, bare.stderr  # the image has all but switchyard
 
-    deployment, config = hashed_fleet(caches, image="ghcr.io/site/analysis:1", rampUp={"jitterSeconds": 0})
+    deployment, config = one_worker_fleet(caches, routing, image="ghcr.io/site/analysis:1", rampUp={"jitterSeconds": 0})
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SWITCHYARD_ROUTING"] == routing
     routing = KubeletVolume(xrd_base / "routing")
     publish_config(routing, config, {f"{c.name}:1094": c.address for c in caches})
     client_dir = tmp_path / "routing-client"  # the pod's emptyDir
@@ -381,7 +391,7 @@ def test_a_worker_image_without_switchyard_routes_with_the_client_its_pod_copies
 
     logs = tmp_path / "dask.log"
     result, by_cache = task_on_pod_worker(deployment, caches, f"root://127.0.0.1:{origin.daemon.port}/{lfn}", logs,
-                                          xrd_base, volumes, bin_dir=image_bin)
+                                          xrd_base, volumes, bin_dir=image_bin, addresses=addresses)
     assert Path(result.pop("switchyard")).is_relative_to(client_dir)  # the copy, not this Python's switchyard
     assert result == {"n": pt.size, "sum": float(pt.sum()), "hooked": ["fsspec", "uproot"]}, logs.read_text()[-3000:]
     assert_served_by_home(by_cache, home, local.stat().st_size)
