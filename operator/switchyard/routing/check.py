@@ -10,8 +10,9 @@ It imports what the hooks need (switchyard.routing.hooks) to reach the reads:
   image reads root:// at all;
 - fsspec-xrootd (`fsspec_xrootd`): the `root` filesystem the hooks replace,
   which uproot's default source, coffea and `fsspec.open` read through;
-- uproot, reported when present (its own XRootD sources are hooked too), not
-  needed.
+- uproot, reported when installed (its own XRootD sources are hooked too), not
+  needed, and not imported: numpy and awkward would cost a small worker's check
+  more memory than the rest.
 
 The verdict goes to stdout and to /dev/termination-log, where the operator
 reads it from the pod's status (desired/workerfleet.py `routing_verdict`):
@@ -27,6 +28,7 @@ Standard library only until it imports what it checks.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import platform
 import sys
 from collections.abc import Sequence
@@ -67,6 +69,15 @@ def _client() -> str:
     return ""
 
 
+def _present(module: str) -> bool:
+    """Whether `module` is installed, without importing it (uproot would bring numpy and awkward: memory a
+    small worker's check may not have)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def verdict() -> str:
     """This process's verdict line."""
     python = f"Python {platform.python_version()}"
@@ -74,13 +85,13 @@ def verdict() -> str:
     if error := _client():
         lacks.append("a switchyard.routing that runs on it")
         errors.append(error)
-    for module, what in NEEDED + OPTIONAL:
+    for module, what in NEEDED:
         if error := _imports(module):
-            if (module, what) in NEEDED:
-                lacks.append(what)
-                errors.append(error)
+            lacks.append(what)
+            errors.append(error)
         else:
             found.append(what)
+    found += [what for module, what in OPTIONAL if _present(module)]
     if lacks:
         return f"{UNAVAILABLE}: {python} lacks {', '.join(lacks)} ({'; '.join(errors)}); reads go to the origin"
     return f"{READY}: {python} reads root:// through the caches with {', '.join(found)}"
