@@ -33,6 +33,7 @@ importlib.import_module("hypothesis")
 from facilities import facility
 from gateway_local import free_port, switchyard_config, wait_gateway
 from support import wait_for
+from switchyard.builders.workerfleet import COPY_CONTAINER
 from test_dask_worker import expand, pod_environment
 
 pytestmark = pytest.mark.e2e
@@ -133,16 +134,31 @@ class SchedulerRunner(threading.Thread):
 
 
 def run_worker(cluster, namespace: str, pod: dict, scheduler: str, workdir: pathlib.Path) -> subprocess.Popen:
-    """A generated worker pod, run for real: its command, environment and TLS Secret files; only the address changes."""
+    """A generated worker pod, run for real: its command and environment, each volume where the kubelet would
+    mount it (its TLS Secret's files, its routing ConfigMap's, the routing client its `routing-copy` init container
+    writes); only the paths and the scheduler's address change."""
     container = pod["spec"]["containers"][0]
-    (mount,) = container["volumeMounts"]
-    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
-    secret = cluster.kube.get("Secret", namespace, volume["secret"]["secretName"])
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     files = workdir / pod["metadata"]["name"]
-    files.mkdir()
-    for key, data in secret["data"].items():
-        (files / key).write_bytes(base64.b64decode(data))
-    env = {k: v.replace(mount["mountPath"], str(files)) for k, v in pod_environment(pod).items()}
+    paths = {}
+    for mount in container["volumeMounts"]:
+        local = files / mount["name"]
+        local.mkdir(parents=True)
+        volume = volumes[mount["name"]]
+        source = (cluster.kube.get("Secret", namespace, volume["secret"]["secretName"]) if "secret" in volume else
+                  cluster.kube.get("ConfigMap", namespace, volume["configMap"]["name"]) if "configMap" in volume else {})
+        for key, data in (source.get("data") or {}).items():
+            (local / key).write_bytes(base64.b64decode(data) if "secret" in volume else data.encode())
+        paths[mount["mountPath"]] = str(local)
+
+    def moved(text: str) -> str:
+        for path, local in paths.items():
+            text = text.replace(path, local)
+        return text
+    for init in pod["spec"].get("initContainers", []):
+        if init["name"] == COPY_CONTAINER:  # the operator image's `switchyard copy-routing DIR`
+            subprocess.run([str(BIN / "switchyard"), *[moved(a) for a in init["args"]]], check=True)
+    env = {k: moved(v) for k, v in pod_environment(pod).items()}
     argv = [expand(a, env) for a in container["command"] + container["args"]]
     assert argv[:2] == ["dask", "worker"] and argv[2].startswith("tls://")
     argv = [str(BIN / "dask"), "worker", scheduler, *argv[3:]]
