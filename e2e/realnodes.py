@@ -55,7 +55,11 @@ HOST_IP, FABRIC_IP, DNS_IP = "10.250.0.1", "10.250.0.2", "10.250.0.53"
 POD_CIDR = "10.244.0.0/16"
 # The apiserver's default service range is 10.0.0.0/24: `kubernetes` is 10.0.0.1.
 SERVICE_IP = "10.0.0.1"
+SERVICE_CIDR = "10.0.0.0/24"
 PAUSE_IMAGE = "localhost/pause:3.10"
+# What kube-router's network policy controller makes in a node's namespace (tests only; see
+# enforce_network_policies): its filter chains (and ipsets, which nothing else there makes).
+KUBE_ROUTER_CHAINS = ("KUBE-ROUTER-", "KUBE-NWPLCY-", "KUBE-POD-FW-")
 # Kernel settings the kubelet changes for the whole machine (setupKernelTunables).
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
                    "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
@@ -456,6 +460,63 @@ all.pidpath {root}/run
         log(f"{len(nodes)} real nodes Ready: " + ", ".join(f"{n} ({v['address']})" for n, v in self.nodes.items()))
         return self.nodes
 
+    # ---------------------------------------------------------------- network policies (tests only)
+    def enforce_network_policies(self, binary: pathlib.Path, timeout: float = 60) -> dict[str, float]:
+        """Run kube-router's network policy controller on every node, in the node's namespace: firewall
+        only (no router, no service proxy), so the nodes' NetworkPolicies are enforced by iptables and
+        ipsets in each node's namespace. For tests only (hack/build-kube-router.sh says why).
+
+        Pods of one node share its cni0 bridge, and iptables sees bridged frames only with
+        br_netfilter's bridge-nf-call-iptables on in that namespace (set here; it goes with the
+        namespace). Pods on other nodes arrive routed through the fabric, in the node's FORWARD chain.
+        Returns the seconds from start to the controller's chains in each node's filter table."""
+        if not binary.exists():
+            raise FileNotFoundError(f"{binary} is missing: run hack/build-kube-router.sh")
+        kubeconfig = self.state / "kubeconfig"
+        out = {}
+        for node, info in self.nodes.items():
+            ns = info["netns"]
+            _sysctl_in(ns, "net/bridge/bridge-nf-call-iptables", "1")
+            started = time.monotonic()
+            self._spawn(f"{node}-kube-router", ns, [
+                str(binary), "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
+                f"--hostname-override={node}", f"--kubeconfig={kubeconfig}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}", "--health-port=0", "--metrics-port=0"])
+            deadline = time.monotonic() + timeout
+            while "KUBE-ROUTER-FORWARD" not in _netns_exec(ns, "iptables-save", "-t", "filter", check=False).stdout:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"kube-router made no chains on {node} in {timeout:.0f}s; see {self.logs}")
+                time.sleep(0.3)
+            out[node] = round(time.monotonic() - started, 2)
+        return out
+
+    def stop_network_policies(self) -> dict[str, int]:
+        """Stop the nodes' kube-routers and remove their chains, rules and ipsets (the nodes keep running);
+        return how many lines of them each node's namespace held.
+
+        Not with kube-router's own `--cleanup-config`: in v2.1.0 it runs each controller's cleanup on an
+        empty controller. Tried here in each node's namespace: the policy controller's cleanup logged
+        success and removed nothing (116 and 65 lines left), then the service proxy's tried `modprobe
+        ip_vs` (a machine-wide change where modprobe exists) and panicked (nil pointer in
+        deleteHairpinIptablesRules)."""
+        _kill([pid for pid, cmd in _processes(str(self.state)) if "kube-router" in cmd])
+        removed: dict[str, int] = {}
+        for node, info in self.nodes.items():
+            removed[node] = sum(1 for line in self.kube_router_leftovers() if line.startswith(f"{node}: "))
+            _remove_kube_router_rules(info["netns"])
+        return removed
+
+    def kube_router_leftovers(self) -> list[str]:
+        """kube-router's chains, rules and ipsets still in the nodes' namespaces."""
+        found = []
+        for node, info in self.nodes.items():
+            rules = _netns_exec(info["netns"], "iptables-save", check=False).stdout
+            found += [f"{node}: {line}" for line in rules.splitlines() if any(c in line for c in KUBE_ROUTER_CHAINS)]
+            if shutil.which("ipset"):
+                found += [f"{node}: ipset {name}" for name in
+                          _netns_exec(info["netns"], "ipset", "list", "-n", check=False).stdout.split()]
+        return found
+
     def _wait_ready(self, node: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -483,6 +544,19 @@ all.pidpath {root}/run
     # ---------------------------------------------------------------- down
     def down(self) -> list[str]:
         return down(self.cluster)
+
+
+def _remove_kube_router_rules(ns: str) -> None:
+    """Remove kube-router's chains and the rules jumping to them from a namespace's filter table, then
+    its ipsets (Cluster.stop_network_policies says why not with its --cleanup-config)."""
+    saved = _netns_exec(ns, "iptables-save", "-t", "filter", check=False).stdout
+    if any(c in saved for c in KUBE_ROUTER_CHAINS):
+        kept = "\n".join(line for line in saved.splitlines() if not any(c in line for c in KUBE_ROUTER_CHAINS))
+        _run("nsenter", f"--net=/run/netns/{ns}", "--", "iptables-restore", "-w", "-T", "filter",
+             input=kept + "\n", check=False)
+    # No one else makes ipsets in a node's namespace (kube-proxy runs in iptables mode).
+    if shutil.which("ipset") and _netns_exec(ns, "ipset", "list", "-n", check=False).stdout.strip():
+        _netns_exec(ns, "ipset", "destroy", check=False)
 
 
 def _processes(marker: str) -> list[tuple[int, str]]:
@@ -605,7 +679,11 @@ def down(cluster: str) -> list[str]:
                 except OSError as exc:
                     removed.append(f"cgroup {directory} NOT removed: {exc}")
             removed.append(f"cgroup {base}")
-    # 6. network namespaces (their veths, bridges, routes and iptables rules go with them).
+    # 6. network namespaces (their veths, bridges, routes and iptables rules go with them); kube-router's
+    # chains and ipsets first, on the nodes where the network policy test ran it.
+    for ns in sorted(pathlib.Path("/run/netns").glob(f"{tag}-*")) if pathlib.Path("/run/netns").exists() else []:
+        if ns.name != f"{tag}-fabric":
+            _remove_kube_router_rules(ns.name)
     for ns in sorted(pathlib.Path("/run/netns").glob(f"{tag}-*")) if pathlib.Path("/run/netns").exists() else []:
         _ip("netns", "delete", ns.name, check=False)
         removed.append(f"netns {ns.name}")

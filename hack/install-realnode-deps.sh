@@ -3,7 +3,9 @@
 # debootstrap (images without a Docker engine), containerd and runc (one
 # containerd per real node), the CNI plugins (bridge, host-local, portmap in
 # /usr/lib/cni), iproute2 (network namespaces, bridges, veths), iptables and
-# conntrack (kube-proxy), gcc (the static pause binary).
+# conntrack (kube-proxy), ipset (kube-router's network policy controller, which
+# e2e/test_network_policy_real.py runs on the real nodes; tests only), gcc (the static
+# pause binary).
 # Idempotent: `apt-get update` runs once, and only when something is missing.
 set -euo pipefail
 # shellcheck source=hack/apt-install.sh
@@ -13,6 +15,7 @@ PACKAGES=(
   buildah debootstrap
   containerd runc containernetworking-plugins
   iproute2 iptables conntrack
+  ipset        # kube-router's policy controller (tests only: hack/build-kube-router.sh)
   gcc libc6-dev
   util-linux   # nsenter, unshare
   python3-pip  # `pip download` of the images' wheels on the host
