@@ -17,10 +17,11 @@ import yaml
 
 import localcluster
 from support import TOPOLOGY, wait_ready
-from switchyard.builders.common import POOL_LABEL
+from switchyard.builders.common import FLEET_LABEL, POOL_LABEL
 from switchyard.builders.xcachepool import client_map_name
 from switchyard.clientmap import KEY
 from switchyard.render import render_files
+from switchyard.routing import parse_ring
 from switchyard.topology import parse_quantity
 
 pytestmark = pytest.mark.e2e
@@ -62,7 +63,17 @@ def test_render_shows_exactly_what_the_operator_applies(cluster, operator, names
         if live is None:
             problems.append(f"{obj['kind']} {obj['metadata']['name']}: rendered, not on the cluster")
             continue
-        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == client_map_name(obj["metadata"]["labels"][POOL_LABEL]):
+        labels = obj["metadata"].get("labels", {})
+        if obj["kind"] == "ConfigMap" and labels.get(FLEET_LABEL) and obj["metadata"]["name"].endswith("-routing"):
+            # A fleet's ring names each cache host by its node and reaches it at the node's InternalIP, which a
+            # topology file has not (offline: the node name): the same hosts, weights and switches.
+            def ring(cm):
+                return sorted((c.name, c.weight) for c in parse_ring(cm["data"]["ring"], allow_empty=True))
+            if (ring(obj), obj["data"].get("switches")) != (ring(live), live["data"].get("switches")):
+                problems.append(f"ConfigMap {obj['metadata']['name']}: ring {ring(obj)} != live {ring(live)}, "
+                                f"switches {obj['data'].get('switches')!r} != {live['data'].get('switches')!r}")
+            continue
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == client_map_name(labels.get(POOL_LABEL, "")):
             # The exporters' client map lists the cluster's node addresses, which a topology file has not:
             # offline it names the same switches, with no addresses.
             problems += [f"ConfigMap {obj['metadata']['name']}: switches {s}" for s in [
