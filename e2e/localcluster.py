@@ -122,6 +122,8 @@ def node_manifests(topology_path: pathlib.Path) -> list[dict]:
 # Nodes with this annotation keep the status a test writes (kwok would set them
 # Ready again at once): how a test marks a node NotReady.
 MANUAL_STATUS = "switchyard.dev/simulated-status=manual"
+# What the node controller taints a node with until it is Ready (and when its heartbeats stop).
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def kwok_config(name: str, config: pathlib.Path | None) -> pathlib.Path:
@@ -207,15 +209,19 @@ def _release_manual_status(name: str) -> None:
 
 
 def _wait_nodes_ready(name: str, names: set[str], timeout: float = 120) -> None:
+    """Until every node is Ready and the node controller has lifted the taints it puts on a node that is not
+    (yet) Ready: a node carrying node.kubernetes.io/not-ready a moment after it turned Ready admits no worker,
+    and a plan made then leaves its switch out (an undisturbed run planned without rack-c that way)."""
     deadline = time.monotonic() + timeout
     while True:
-        out = kubectl(name, "get", "nodes", "-o",
-                      "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}")
-        ready = {line.split("=")[0] for line in out.splitlines() if line.endswith("=True")}
+        nodes = json.loads(kubectl(name, "get", "nodes", "-o", "json"))["items"]
+        ready = {n["metadata"]["name"] for n in nodes
+                 if any(c.get("type") == "Ready" and c.get("status") == "True" for c in n["status"].get("conditions") or ())
+                 and not any(t.get("key") in NOT_READY_TAINTS for t in n["spec"].get("taints") or ())}
         if names <= ready:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"nodes not Ready after {timeout:.0f}s: {sorted(names - ready)[:5]}")
+            raise TimeoutError(f"nodes not Ready (or still tainted not-ready) after {timeout:.0f}s: {sorted(names - ready)[:5]}")
         time.sleep(1)
 
 
