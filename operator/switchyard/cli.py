@@ -55,7 +55,9 @@ def _render(args: argparse.Namespace) -> int:
         return 2
     import yaml
 
-    yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
+    from .plancli import write_stdout
+
+    write_stdout(yaml.safe_dump_all(docs, sort_keys=False))  # `render | head` ends quietly, as `plan` does
     return 0
 
 

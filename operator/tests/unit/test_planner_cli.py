@@ -334,11 +334,13 @@ def test_a_reader_that_stops_early_ends_the_output_quietly():
     import subprocess
     import sys
 
-    command = (f"{sys.executable} -m switchyard.cli plan -f {REPO}/examples/facility.yaml "
-               f"--topology {REPO}/e2e/topologies/mini.yaml -o yaml | head -1")
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, cwd=REPO / "operator")
-    assert (done.returncode, done.stderr) == (0, ""), done.stderr
-    assert done.stdout.startswith("planner:")
+    for verb, first in (("plan", "planner:"), ("render", "apiVersion:")):
+        command = (f"{sys.executable} -m switchyard.cli {verb} -f {REPO}/examples/facility.yaml "
+                   f"--topology {REPO}/e2e/topologies/mini.yaml {'-o yaml ' if verb == 'plan' else ''}| head -1")
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True,
+                              cwd=REPO / "operator")
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert done.stdout.startswith(first)
 
 
 @pytest.mark.parametrize("text,message", [
