@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import ipaddress
 import json
 import os
@@ -46,6 +47,9 @@ import yaml
 import localcluster
 
 STATE_ROOT = pathlib.Path("/var/lib/switchyard-realnodes")
+# Held while a cluster has real nodes: two clusters' nodes share the host's CNI results, containerd
+# run directories and the saved sysctls, and broke each other when they overlapped. A second run waits.
+HOST_LOCK = pathlib.Path("/run/lock/switchyard-realnodes.lock")
 IMAGES = localcluster.CACHE / "images" / "oci"
 REAL_LABEL = "switchyard.dev/real-node"
 REAL_TAINT = {"key": REAL_LABEL, "value": "true", "effect": "NoSchedule"}
@@ -157,6 +161,17 @@ class Cluster:
         self.nodes: dict[str, dict] = {}
         # Logs outlive down(), for a failed run's post-mortem.
         self.logs = localcluster.CACHE / "e2e-logs" / cluster / "realnodes"
+        self._lock = None
+
+    def _take_host(self) -> None:
+        """Wait until no other cluster has real nodes on this host (HOST_LOCK), then hold it until down()."""
+        HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(HOST_LOCK, "a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another cluster's real nodes are up on this host; waiting for {HOST_LOCK}")
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
 
     # ---------------------------------------------------------------- network
     def _fabric_up(self) -> None:
@@ -418,6 +433,7 @@ all.pidpath {root}/run
         for tool in ("containerd", "ctr", "runc", "nsenter", "iptables"):
             if not shutil.which(tool):
                 raise FileNotFoundError(f"{tool} is missing: run hack/install-realnode-deps.sh")
+        self._take_host()
         STATE_ROOT.mkdir(parents=True, exist_ok=True)
         self.state.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.logs, ignore_errors=True)
@@ -543,7 +559,12 @@ all.pidpath {root}/run
 
     # ---------------------------------------------------------------- down
     def down(self) -> list[str]:
-        return down(self.cluster)
+        try:
+            return down(self.cluster)
+        finally:
+            if self._lock is not None:
+                self._lock.close()      # closing the file releases the lock
+                self._lock = None
 
 
 def _remove_kube_router_rules(ns: str) -> None:

@@ -111,6 +111,14 @@ def _replan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
             n for by_switch in current.workers.values() for n in by_switch.values()):
         current = None      # nothing runs yet (a facility's first reconcile): a first plan, nothing to keep
     problem = build_problem(topology, pools, fleets)
+    if current is not None and not large(problem):
+        # The first plan, if it keeps every running pod where it is: then what runs is the plan's own
+        # choice among equal optima, whatever part of it was written before a restart (an operator killed
+        # after writing a pool's plan and before its fleet's: its next re-plan, moves counted from the
+        # pool alone, chose another of the equal worker splits, 80/120/0 for the first plan's 120/20/60).
+        fresh = _replan(topology, pools, fleets, routing, None)
+        if not displaced(topology, pools, fleets, current, fresh):
+            return dataclasses.replace(fresh, moves=fresh.placement.moves_from(current))
     if current is not None and large(problem):
         # an incremental re-plan first: the current placement repaired where it broke, if that is
         # proven within REPAIR_GAP of the bound (repair.py); else the whole model below

@@ -8,7 +8,7 @@ import yaml
 
 from switchyard import planner
 from switchyard.api import AnalysisFacilitySpec
-from switchyard.planner.model import Placement, PoolRequest
+from switchyard.planner.model import FleetRequest, Placement, PoolRequest
 from switchyard.topology import load_topology, snapshot
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -47,3 +47,31 @@ def test_a_replan_whose_packing_cut_leaves_no_feasible_point_still_plans():
     for fleet in case.fleets:
         placed = sum(again.placement.workers.get(fleet.name, {}).values())
         assert placed + again.unplaced.get(fleet.name, 0) == fleet.body.replicas
+
+
+def test_a_plan_read_back_in_part_after_a_restart_is_the_first_plan_again():
+    """test_faults' operator, killed after writing its pool's plan and before its fleet's: re-planned
+    with the cache hosts as the current placement and no workers, the planner chose another of the equal
+    worker splits (rack-a 80, rack-b 120, none on rack-c for the first plan's 120/20/60), and the killed
+    run ended unlike an undisturbed one. A first plan that moves nothing running is the plan."""
+    spec = AnalysisFacilitySpec.model_validate({
+        "targetGbps": 100, "routing": "local",
+        "network": {"switches": [{"name": "rack-a", "uplinkGbps": 80}, {"name": "rack-b", "uplinkGbps": 80},
+                                 {"name": "rack-c", "uplinkGbps": 40}]},
+        "cachePools": [{"name": "xcache", "serveGbps": 45, "origin": {"host": "origin.example.org"},
+                        "storage": {"dataPaths": ["/mnt/nvme0", "/mnt/nvme1"]}, "resources": {"cpu": "2", "memory": "12Gi"}}],
+        "fleets": [{"name": "dask", "replicas": 200, "cores": 1, "memoryGiB": 2, "readGbps": 0.1,
+                    "dask": {"schedulerAddress": "tcp://scheduler.example.org:8786"}}],
+    })
+    path = REPO / "e2e" / "topologies" / "mini.yaml"
+    topology = snapshot(load_topology(yaml.safe_load(path.read_text()), str(path)).node_infos(), spec.network)
+    pools = [PoolRequest(p.name, p) for p in spec.cache_pools]
+    fleets = [FleetRequest(f.name, f) for f in spec.fleets]
+    first = planner.plan(topology, pools, fleets, spec.routing)
+    assert len(first.placement.workers["dask"]) == 3      # the case has equal optima to choose among
+    written = first.placement
+    for part in (Placement(caches=written.caches, workers={}, hashed={}),
+                 Placement(caches={}, workers=written.workers, hashed=written.hashed), written):
+        again = planner.plan(topology, pools, fleets, spec.routing, current=part)
+        assert again.placement == first.placement
+        assert again.moves == 0
