@@ -17,6 +17,7 @@ import datetime
 import json
 import signal
 import socket
+import subprocess
 import time
 import urllib.request
 
@@ -200,3 +201,17 @@ def test_one_leader_takes_over_after_expiry_or_at_once_on_release(cluster, names
             if cand.proc.poll() is None:
                 stop_operator(cand.proc)
         print(f"operator logs: {LOGS}/leader-*.log")
+
+
+def test_helm_install_refuses_lease_timings_that_do_not_fit(cluster, namespace):
+    """Each value within the schema's bounds, together unsafe (a renew deadline as long as the lease):
+    refused before anything is created, naming the values."""
+    result = subprocess.run([str(localcluster.tools() / "helm"), "--kubeconfig", str(cluster.kubeconfig), "install",
+                             "sy-bad-timing", str(localcluster.REPO / "charts" / "switchyard"), "-n", namespace,
+                             "--set-json", 'leaderElection={"renewDeadlineSeconds":15}'],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert ("leaderElection: retrySeconds (2) < renewDeadlineSeconds (15) < leaseSeconds (15) is needed: a leader "
+            "must give up before its lease can expire") in result.stderr, result.stderr
+    assert not cluster.kube.list("Deployment", namespace)
+    assert not cluster.kube.list("Secret", namespace)  # no release record either

@@ -9,6 +9,15 @@ import sys
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .leader import Timing
+
+    try:  # before anything starts: one line naming the flags, no traceback
+        timing = Timing(lease_seconds=args.lease_seconds, renew_deadline=args.renew_deadline, retry=args.lease_retry)
+    except ValueError:
+        print(f"switchyard run: error: leader election needs 0 < --lease-retry ({args.lease_retry:g}) < "
+              f"--renew-deadline ({args.renew_deadline:g}) < --lease-seconds ({args.lease_seconds}): a leader "
+              f"must give up before its lease can expire", file=sys.stderr)
+        return 2
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
     os.environ.setdefault("SWITCHYARD_METRICS_PORT", str(args.metrics_port))
@@ -36,11 +45,9 @@ def _run(args: argparse.Namespace) -> int:
         operate(f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None)
         return 0
     from .apply import Kube
-    from .leader import Elector, Timing, run_elected
+    from .leader import Elector, run_elected
 
-    elector = Elector(Kube.from_environment(args.kubeconfig), args.lease_namespace, args.lease_name, identity,
-                      Timing(lease_seconds=args.lease_seconds, renew_deadline=args.renew_deadline,
-                             retry=args.lease_retry))
+    elector = Elector(Kube.from_environment(args.kubeconfig), args.lease_namespace, args.lease_name, identity, timing)
     return run_elected(elector, operate, metrics_port=args.metrics_port, health_port=args.health_port)
 
 

@@ -165,9 +165,11 @@ class LeaderElection(Values):
                                "leader's Lease last changed before taking it (`switchyard run --lease-seconds`).")
     renew_deadline_seconds: float = Field(10, gt=0, le=299, description="A leader that has not renewed its Lease "
                                           "for this long exits, before any standby may take it; less than "
-                                          "leaseSeconds (`--renew-deadline`).")
+                                          "leaseSeconds (`--renew-deadline`; the chart refuses to render "
+                                          "otherwise).")
     retry_seconds: float = Field(2, gt=0, le=60, description="Seconds between a leader's renewals and a standby's "
-                                 "tries; less than renewDeadlineSeconds (`--lease-retry`).")
+                                 "tries; less than renewDeadlineSeconds (`--lease-retry`; the chart refuses to "
+                                 "render otherwise).")
 
 
 class PodDisruptionBudget(Values):

@@ -278,6 +278,29 @@ def test_leader_election_may_touch_only_its_lease_in_the_release_namespace(name)
     assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
 
 
+@pytest.mark.parametrize("timing", [{"leaseSeconds": 10, "renewDeadlineSeconds": 12},
+                                    {"retrySeconds": 10}, {"renewDeadlineSeconds": 15},
+                                    {"retrySeconds": 1.5, "renewDeadlineSeconds": 1.5, "leaseSeconds": 5}])
+def test_leader_election_timings_that_do_not_fit_are_refused_naming_the_values(timing):
+    """Each value is within its schema bounds; together they would let a lease expire under a live leader
+    (e2e/test_leader.py: `helm install` on a cluster refuses them the same way)."""
+    result = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION,
+                  "--set-json", f"leaderElection={json.dumps(timing)}", check=False)
+    assert result.returncode != 0 and "schema" not in result.stderr, result.stderr
+    values = {"retrySeconds": 2, "renewDeadlineSeconds": 10, "leaseSeconds": 15, **timing}
+    assert (f"leaderElection: retrySeconds ({values['retrySeconds']:g}) < renewDeadlineSeconds "
+            f"({values['renewDeadlineSeconds']:g}) < leaseSeconds ({values['leaseSeconds']:g}) is needed") \
+        in result.stderr, result.stderr
+
+
+def test_leader_election_timings_that_fit_reach_the_operator():
+    docs = render(extra=("--set-json", 'leaderElection={"retrySeconds":1.5,"renewDeadlineSeconds":4.5,'
+                                       '"leaseSeconds":5}'))
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith(("--lease-seconds", "--renew-deadline", "--lease-retry"))] == [
+        "--lease-seconds=5", "--renew-deadline=4.5", "--lease-retry=1.5"]
+
+
 def test_replicas_spread_over_nodes_with_a_disruption_budget():
     docs = render()
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import copy
 import datetime
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -71,6 +74,26 @@ def spec(store):
 def test_timing_refuses_a_deadline_the_lease_does_not_cover(lease, retry, deadline):
     with pytest.raises(ValueError):
         Timing(lease_seconds=lease, renew_deadline=deadline, retry=retry)
+
+
+@pytest.mark.parametrize("flags", [("--lease-seconds", "10", "--renew-deadline", "12"),
+                                   ("--lease-retry", "0"), ("--lease-retry", "10"),
+                                   ("--renew-deadline", "15"), ("--lease-retry", "nan")])
+def test_switchyard_run_refuses_bad_timings_in_one_line_naming_the_flags(tmp_path, flags):
+    """Before it connects anywhere (the kubeconfig does not exist) and before kopf starts."""
+    env = {**os.environ, "POD_NAMESPACE": "sy", "POD_NAME": "sy-a"}
+    result = subprocess.run([sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(tmp_path / "none"),
+                             "--metrics-port", "0", "--health-port", "0", *flags],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("switchyard run: error: leader election needs 0 < --lease-retry (")
+    for flag in ("--lease-retry", "--renew-deadline", "--lease-seconds"):
+        assert flag in line
+    given = dict(zip(flags[::2], flags[1::2]))
+    for flag, value in given.items():
+        assert f"{flag} ({value})" in line
+    assert result.stdout == ""
 
 
 def test_a_held_lease_is_taken_only_after_its_duration_on_the_candidates_own_clock():
