@@ -16,6 +16,9 @@ COREDNS_VERSION=v1.11.3
 # The manifest checker `make test` runs over the chart's and the operator's manifests
 # (operator/tests/unit/test_kube_score.py).
 KUBE_SCORE_VERSION=v1.20.0
+# The image registry the real-node e2e pushes to and its nodes' containerd pull from
+# (a local registry the e2e harness runs, e2e/realnodes.py): the CNCF distribution registry.
+DISTRIBUTION_VERSION=v3.1.2
 
 CACHE="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
 BIN="$CACHE/bin"
@@ -109,5 +112,6 @@ build_wrapped coredns github.com/coredns/coredns "$COREDNS_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 go_install kind sigs.k8s.io/kind "$KIND_VERSION"
 go_install kube-score github.com/zegl/kube-score/cmd/kube-score "$KUBE_SCORE_VERSION"
+go_install registry github.com/distribution/distribution/v3/cmd/registry "$DISTRIBUTION_VERSION"
 log "tools ready in $BIN"
 echo "$BIN"
