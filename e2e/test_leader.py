@@ -8,6 +8,11 @@ reconciles a change made during the outage; SIGTERM releases the lease, so the s
 takes over before it would have expired; a leader paused past its lease exits when it
 resumes. Times are printed, not asserted.
 
+Each process has a Pod object of its own (bound by the scheduler to a simulated node, where
+kwok marks it Running; the process gets the POD_NAME and POD_NAMESPACE the chart's downward
+API gives), so the `switchyard.dev/leader` labels are checked as `kubectl get pods -L` shows
+them: "true" on the leader's Pod, "false" on the others', flipping at each hand-over.
+
 Run alone: SWITCHYARD_E2E_CLUSTER=sy-ha CI=1 .venv/bin/python -m pytest -q -s e2e/test_leader.py
 """
 
@@ -24,6 +29,7 @@ import urllib.request
 import pytest
 
 import localcluster
+from switchyard.apply import ApiError
 from facilities import facility
 from harness import start_operator, stop_operator
 from support import CLUSTER_NAME, wait_for, wait_ready
@@ -31,6 +37,7 @@ from support import CLUSTER_NAME, wait_for, wait_ready
 pytestmark = pytest.mark.e2e
 
 LEASE = "switchyard-leader"
+LABEL = "switchyard.dev/leader"
 LEASE_SECONDS = 15
 LOGS = localcluster.CACHE / "e2e-logs" / CLUSTER_NAME
 
@@ -41,14 +48,47 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def operator_pod(cluster, namespace: str, name: str) -> None:
+    """A Pod object for one operator process, as the chart's Deployment would make it; the scheduler
+    binds it to a simulated node and kwok reports it Running (no container really runs)."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": namespace,
+                        "labels": {"app.kubernetes.io/name": "switchyard", "app.kubernetes.io/component": "operator"}},
+           "spec": {"automountServiceAccountToken": False,
+                    "containers": [{"name": "operator", "image": "switchyard:e2e"}]}}
+
+    def create() -> bool:  # the namespace's default ServiceAccount may not exist yet
+        try:
+            cluster.kube.create(pod)
+            return True
+        except ApiError as exc:
+            if exc.status == 409:
+                return True
+            if exc.status == 403 and "serviceaccount" in exc.message:
+                return False
+            raise
+
+    wait_for(create, 30, 0.5, f"Pod {name} created")
+    wait_for(lambda: ((cluster.kube.get("Pod", namespace, name) or {}).get("status") or {}).get("phase") == "Running",
+             60, 0.5, f"Pod {name} Running on a simulated node")
+
+
+def leader_labels(cluster, namespace: str) -> dict[str, str | None]:
+    """Operator Pod name -> its switchyard.dev/leader label (None: not labelled)."""
+    return {p["metadata"]["name"]: (p["metadata"].get("labels") or {}).get(LABEL)
+            for p in cluster.kube.list("Pod", namespace, selector={"app.kubernetes.io/component": "operator"})}
+
+
 class Candidate:
     def __init__(self, cluster, namespace: str, identity: str):
         self.identity = identity
         self.metrics_port, self.health_port = free_port(), free_port()
         self.log = LOGS / f"leader-{identity}.log"
+        operator_pod(cluster, namespace, identity)
         self.proc = start_operator(cluster.kubeconfig, self.log, "--lease-namespace", namespace,
                                    "--lease-name", LEASE, "--identity", identity,
-                                   "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port))
+                                   "--metrics-port", str(self.metrics_port), "--health-port", str(self.health_port),
+                                   POD_NAME=identity, POD_NAMESPACE=namespace)
 
     def samples(self, name: str) -> dict[str, float]:
         """`name`'s samples on this process's /metrics: label text -> value."""
@@ -117,6 +157,11 @@ def test_one_leader_takes_over_after_expiry_or_at_once_on_release(cluster, names
         assert leader.ready() == (200, {"identity": leader.identity, "role": "leader", "holder": leader.identity})
         assert standby.ready() == (200, {"identity": standby.identity, "role": "standby", "holder": leader.identity})
         assert standby.leader() == 0
+        # The Pods say who leads.
+        wait_for(lambda: leader_labels(cluster, namespace) == {leader.identity: "true", standby.identity: "false"},
+                 30, 0.5, "the leader's Pod labelled true, the standby's false")
+        print("\n" + cluster.kubectl("get", "pods", "-n", namespace, "-l", "app.kubernetes.io/component=operator",
+                                     "-L", LABEL))
         # Liveness: kopf's own endpoint, asked through the leader's health port; a standby is alive.
         wait_for(lambda: leader.get("/healthz")[0] == 200, 30, 0.5, "the leader's kopf liveness")
         assert standby.get("/healthz")[0] == 200
@@ -152,6 +197,9 @@ def test_one_leader_takes_over_after_expiry_or_at_once_on_release(cluster, names
         assert taken["holderIdentity"] == standby.identity and taken["leaseTransitions"] == 1
         waited = (micro(taken["acquireTime"]) - micro(last["renewTime"])).total_seconds()
         assert waited >= LEASE_SECONDS, f"taken {waited:.2f} s after the last renewal: before the lease expired"
+        # The killed leader could not take its label down: the new leader did.
+        wait_for(lambda: leader_labels(cluster, namespace) == {leader.identity: "false", standby.identity: "true"},
+                 30, 0.5, f"{standby.identity}'s Pod labelled true, the killed {leader.identity}'s false")
         wait_ready(cluster, namespace, generation=generation)
         outage_change = time.monotonic() - killed
         print(f"\nSIGKILL of {leader.identity}: {standby.identity} leads after {took_over:.1f} s, first reconcile "
@@ -171,6 +219,9 @@ def test_one_leader_takes_over_after_expiry_or_at_once_on_release(cluster, names
         first_reconcile = time.monotonic() - termed
         assert standby.proc.wait(timeout=30) == 0
         assert f"released by {standby.identity}" in standby.log_text()
+        assert leader_labels(cluster, namespace) == {leader.identity: "false", standby.identity: "false", "sy-c": "true"}
+        # The released leader took its own label down before a successor could: nobody demoted it.
+        assert f"Pod {namespace}/{standby.identity}: labelled {LABEL}=false" not in c.log_text()
         after = lease(cluster, namespace)
         assert after["holderIdentity"] == "sy-c" and after["leaseTransitions"] == 2
         early = (micro(after["acquireTime"]) - micro(before["renewTime"])).total_seconds()
@@ -191,6 +242,11 @@ def test_one_leader_takes_over_after_expiry_or_at_once_on_release(cluster, names
         assert c.proc.wait(timeout=30) == 1
         print(f"sy-c, paused past its lease and resumed, exited after {time.monotonic() - resumed:.1f} s")
         assert "the Lease is held by sy-d; exiting" in c.log_text()
+        wait_for(lambda: leader_labels(cluster, namespace)["sy-d"] == "true", 30, 0.5, "sy-d's Pod labelled true")
+        assert leader_labels(cluster, namespace) == {x.identity: "true" if x is d else "false" for x in procs}
+        print(cluster.kubectl("get", "pods", "-n", namespace, "-l", "app.kubernetes.io/component=operator", "-L", LABEL))
+        for cand in procs:
+            assert f"not labelled {LABEL}" not in cand.log_text()  # every patch the Role allows
         events = cluster.kube.list("Event", namespace, fields={"involvedObject.name": LEASE})
         assert sorted(e["message"] for e in events) == sorted(f"{x.identity} became leader" for x in procs)
     finally:

@@ -90,6 +90,7 @@ SECRETS = {"secrets": ({"get", "list", "create", "patch", "delete"}, "S3 staging
 LEADER_ELECTION = {
     "leases.coordination.k8s.io": ({"create"}, "the first operator pod creates the leader Lease"),
     "events": ({"create"}, "a LeaderElection event on the Lease when a pod takes it"),
+    "pods": ({"patch"}, "each operator pod labels its own switchyard.dev/leader=true|false"),
 }
 LEADER_LEASE = {("leases.coordination.k8s.io", f"[{RELEASE}-switchyard-leader]"): {"get", "update"}}
 
@@ -109,7 +110,11 @@ EVERY_USER_URLS = {  # all [get]: discovery, version, health, OIDC discovery
 
 
 def verbs_of(*tables: dict) -> dict[str, set[str]]:
-    return {resource: verbs for table in tables for resource, (verbs, _why) in table.items()}
+    out: dict[str, set[str]] = {}
+    for table in tables:
+        for resource, (verbs, _why) in table.items():
+            out[resource] = out.get(resource, set()) | verbs
+    return out
 
 
 # ------------------------------------------------------------------ fixtures

@@ -123,6 +123,18 @@ class Kube:
         return self.request("PATCH", RESOURCES[kind].path(namespace, name), body,
                             content_type="application/merge-patch+json")
 
+    def label(self, kind: str, namespace: str | None, name: str, key: str, value: str, *,
+              if_now: str | None = None, timeout: float = 30) -> dict:
+        """Set one label on an object someone else owns (the operator's own Pod); with `if_now`, only
+        while the label has that value (a JSON patch whose `test` fails, 422, otherwise)."""
+        if if_now is None:
+            return self.request("PATCH", RESOURCES[kind].path(namespace, name), {"metadata": {"labels": {key: value}}},
+                                content_type="application/merge-patch+json", timeout=timeout)
+        pointer = "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
+        body = [{"op": "test", "path": pointer, "value": if_now}, {"op": "replace", "path": pointer, "value": value}]
+        return self.request("PATCH", RESOURCES[kind].path(namespace, name), body,
+                            content_type="application/json-patch+json", timeout=timeout)
+
     def apply_status(self, kind: str, namespace: str, name: str, status: Mapping,
                      manager: str = FIELD_MANAGER) -> dict:
         """Server-side apply to the status subresource; each manager owns only the fields it sends."""

@@ -47,7 +47,11 @@ def _run(args: argparse.Namespace) -> int:
     from .apply import Kube
     from .leader import Elector, run_elected
 
-    elector = Elector(Kube.from_environment(args.kubeconfig), args.lease_namespace, args.lease_name, identity, timing)
+    # The chart's downward API names this process's Pod, which is labelled switchyard.dev/leader.
+    pod = (os.environ["POD_NAMESPACE"], os.environ["POD_NAME"]) \
+        if os.environ.get("POD_NAMESPACE") and os.environ.get("POD_NAME") else None
+    elector = Elector(Kube.from_environment(args.kubeconfig), args.lease_namespace, args.lease_name, identity, timing,
+                      pod=pod)
     return run_elected(elector, operate, metrics_port=args.metrics_port, health_port=args.health_port)
 
 

@@ -14,6 +14,11 @@ matter. The leader renews every `retry` seconds; if it has not renewed for `rene
 writing stops before any standby can see the lease expire, and the kubelet restarts it as a
 standby. On a graceful stop (SIGTERM: kopf finishes its handlers and returns) it releases
 the lease, clearing `holderIdentity`, so a standby takes over at its next try.
+
+Who leads shows on the Pods (`switchyard.dev/leader`: "true" on the leader's, "false" on a
+standby's, set by each candidate on its own Pod, named by the downward API's POD_NAME and
+POD_NAMESPACE; a new leader also turns a killed predecessor's "true" to "false"), in an Event
+on the Lease at each take-over, in `switchyard_leader{pod}` and in the body of /readyz.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ from .apply import ApiError, Kube
 from .metrics import LEADER, serve
 
 log = logging.getLogger("switchyard.leader")
+
+# On every operator Pod: "true" on the leader's, "false" on a standby's
+# (`kubectl get pods -L switchyard.dev/leader`).
+POD_LABEL = "switchyard.dev/leader"
 
 
 @dataclass(frozen=True)
@@ -133,11 +142,15 @@ class Elector:
 
     def __init__(self, kube: Kube, namespace: str, name: str, identity: str, timing: Timing = Timing(),
                  clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)):
+                 wall: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc),
+                 pod: tuple[str, str] | None = None):
         self.kube, self.namespace, self.name, self.identity, self.timing = kube, namespace, name, identity, timing
         self.wall = wall
         self.observer = Observer(identity, clock)
         self.leading = False
+        self.pod = pod            # (namespace, name) of this candidate's own Pod, labelled POD_LABEL
+        self.pod_label = ""       # the value the API server last took
+        self.previous = ""        # who held the lease before this candidate took it
 
     def try_acquire_or_renew(self, timeout: float = 5) -> bool:
         """One attempt: create the lease, or replace it if it is ours or has expired. False on a
@@ -157,6 +170,8 @@ class Elector:
                 return False
             lease["spec"] = next_record(spec, self.identity, self.timing.lease_seconds, now)
             self.kube.replace(lease, timeout=timeout)
+            if spec.get("holderIdentity") != self.identity:
+                self.previous = spec.get("holderIdentity") or ""
             return True
         except ApiError as exc:
             if exc.status not in (409,):
@@ -175,6 +190,30 @@ class Elector:
         except ApiError as exc:
             log.warning(f"Lease {self.namespace}/{self.name}: not released: {exc}")
             return False
+
+    def label_pod(self, value: str, timeout: float = 5) -> None:
+        """Mark this candidate's own Pod "true" (leader) or "false" (standby); a patch the API server
+        did not take is tried again at the next call."""
+        if self.pod is None or self.pod_label == value:
+            return
+        try:
+            self.kube.label("Pod", *self.pod, POD_LABEL, value, timeout=timeout)
+            self.pod_label = value
+        except ApiError as exc:
+            log.warning(f"Pod {self.pod[0]}/{self.pod[1]}: not labelled {POD_LABEL}={value}: {exc}")
+
+    def demote_previous(self) -> None:
+        """Label the previous holder's Pod "false" if it still says "true": a leader killed, or on a
+        lost node, could not. Identities are Pod names where this candidate's is its Pod's (the
+        chart's); elsewhere nothing is touched. Only a "true" is replaced (a JSON patch's test)."""
+        if self.pod is None or self.identity != self.pod[1] or not self.previous or self.previous == self.identity:
+            return
+        try:
+            self.kube.label("Pod", self.pod[0], self.previous, POD_LABEL, "false", if_now="true", timeout=5)
+            log.info(f"Pod {self.pod[0]}/{self.previous}: labelled {POD_LABEL}=false (the previous leader)")
+        except ApiError as exc:  # gone (404), or not labelled "true" (the test failed: 422)
+            if exc.status not in (404, 422):
+                log.warning(f"Pod {self.pod[0]}/{self.previous}: not labelled {POD_LABEL}=false: {exc}")
 
     def announce(self) -> None:
         """A log line and an Event on the Lease when this candidate takes it."""
@@ -271,6 +310,7 @@ def run_elected(elector: Elector, run: Callable[[str | None], None], *, metrics_
             log.info(f"Lease {elector.namespace}/{elector.name}: standby, held by {elector.observer.holder()}")
         if elector.observer.record is not None:
             health.role, health.holder = "standby", elector.observer.holder()
+            elector.label_pod("false")
         stop.wait(elector.timing.retry)
     if stop.is_set():
         elector.release()  # a SIGTERM that arrived while the lease was being taken
@@ -280,6 +320,8 @@ def run_elected(elector: Elector, run: Callable[[str | None], None], *, metrics_
     elector.leading = True
     health.role, health.holder = "leader", elector.identity
     LEADER.labels(pod=elector.identity).set(1)
+    elector.label_pod("true")
+    elector.demote_previous()
     elector.announce()
     done = threading.Event()
 
@@ -287,6 +329,7 @@ def run_elected(elector: Elector, run: Callable[[str | None], None], *, metrics_
         while not done.wait(elector.timing.retry):
             if elector.try_acquire_or_renew(timeout=renewal.request_timeout()):
                 renewal.renewed()
+                elector.label_pod("true", timeout=renewal.request_timeout())  # if the first patch did not land
             elif why := must_stop(elector.observer, renewal):
                 log.error(f"Lease {elector.namespace}/{elector.name}: {why}; exiting so nothing writes as a "
                           f"second leader")
@@ -303,6 +346,7 @@ def run_elected(elector: Elector, run: Callable[[str | None], None], *, metrics_
         done.set()
         renewer.join()
         LEADER.labels(pod=elector.identity).set(0)
+        elector.label_pod("false")
         if elector.release():
             log.info(f"Lease {elector.namespace}/{elector.name}: released by {elector.identity}")
     return 0

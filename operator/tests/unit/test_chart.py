@@ -265,6 +265,7 @@ def test_leader_election_may_touch_only_its_lease_in_the_release_namespace(name)
     assert sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r.get("resourceNames", ())), tuple(r["verbs"]))
                   for r in role["rules"]) == [
         (("",), ("events",), (), ("create",)),
+        (("",), ("pods",), (), ("patch",)),  # each pod's switchyard.dev/leader label
         (("coordination.k8s.io",), ("leases",), (), ("create",)),
         (("coordination.k8s.io",), ("leases",), ("rel-switchyard-leader",), ("get", "update"))]
     (binding,) = [b for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "rel-switchyard-leader-election"]
