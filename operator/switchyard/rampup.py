@@ -43,6 +43,13 @@ def refill(bucket: Bucket | None, rate_per_second: float, now: float) -> Bucket:
     return Bucket(min(cap, bucket.tokens + rate_per_second * max(0.0, now - bucket.at)), now)
 
 
+def resume(now: float) -> Bucket:
+    """The bucket of a ramp this process finds under way (it took over from another leader, or
+    restarted): no tokens yet. The previous process may have just spent its burst; starting with
+    another would let the two together start one burst more than a single bucket allows."""
+    return Bucket(0.0, now)
+
+
 def spend(bucket: Bucket, started: int) -> Bucket:
     return Bucket(bucket.tokens - started, bucket.at)
 

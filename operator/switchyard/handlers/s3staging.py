@@ -24,7 +24,7 @@ from ..imagepolicy import refusal
 from ..metrics import (MANAGED_OBJECTS, S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_BUCKET_QUOTA_BYTES, S3_ERRORS,
                        S3_EXPIRED_OBJECTS)
 from ..s3 import S3, Credentials, Endpoint, S3Error
-from ..s3.staging import Observation, Tracker, assess, human_bytes, reclaim
+from ..s3.staging import Observation, Tracker, assess, human_bytes, over_quota_reported, reclaim
 from ..desired import policy_peers, validate
 from ..settings import current
 from .client import kube
@@ -162,6 +162,8 @@ def _tracker(uid: str, body) -> Tracker:
     if tracker is None:
         tracker = _trackers[uid] = Tracker()
         tracker.seed((body.get("status") or {}).get("buckets") or [])
+        # What was announced is in the status; the OverQuota event is not posted again for it.
+        _over_quota.setdefault(uid, over_quota_reported((body.get("status") or {}).get("conditions")))
     return tracker
 
 

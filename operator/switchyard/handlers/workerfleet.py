@@ -34,14 +34,19 @@ def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: di
 
     The counts last asked for are remembered: the Deployment index can lag
     behind the last write, and ramping from a stale count would undo a step.
+    A ramp this process did not start (workers already there, nothing
+    remembered: a new leader, a restart) goes on from the Deployments' counts
+    with no tokens yet (rampup.resume), so a takeover adds no burst.
     """
     bucket, asked = _ramps.get(key, (None, {}))
     current = {sw: max(observed.get(sw, 0), asked.get(sw, 0)) for sw in set(observed) | set(asked)}
     if all(current.get(sw, 0) >= n for sw, n in planned.items()):
         _ramps[key] = (None, dict(planned))
         return dict(planned)
-    rate = spec.ramp_up.max_starts_per_second
-    bucket = rampup.refill(bucket, rate, time.monotonic())
+    rate, now = spec.ramp_up.max_starts_per_second, time.monotonic()
+    if key not in _ramps and any(observed.values()):
+        bucket = rampup.resume(now)
+    bucket = rampup.refill(bucket, rate, now)
     counts = rampup.step(planned, current, int(bucket.tokens))
     started = sum(counts[sw] - min(current.get(sw, 0), n) for sw, n in planned.items())
     _ramps[key] = (rampup.spend(bucket, started), counts)

@@ -194,6 +194,16 @@ def over_quota(spec: S3StagingBody, buckets: list[dict]) -> list[str]:
     return lines
 
 
+def over_quota_reported(conditions) -> frozenset[str]:
+    """The buckets ("bucket NAME") a Degraded=True OverQuota condition names, as `assess` wrote it: what a
+    new leader (or a restarted operator) has already announced, so that it does not announce it again."""
+    degraded = cond.condition(conditions, "Degraded")
+    if not degraded or degraded.get("status") != "True" or degraded.get("reason") != "OverQuota":
+        return frozenset()
+    return frozenset(part.split(":", 1)[0] for part in (degraded.get("message") or "").split("; ")
+                     if part.startswith("bucket ") and ":" in part)
+
+
 REASONS = {"unreachable": "EndpointUnreachable", "timeout": "EndpointUnreachable", "tls": "EndpointTLSError",
            "auth": "AccessDenied", "unsupported": "LifecycleUnsupported", "throttled": "EndpointThrottling",
            "quota": "EndpointFull", "conflict": "BucketConflict"}

@@ -4,9 +4,11 @@ against a real one)."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import datetime
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -222,3 +224,46 @@ def test_a_stale_read_loses_the_race_instead_of_overwriting():
     clock.t += 60
     assert not b.try_acquire_or_renew()  # 409: b's replace carried the old resourceVersion
     assert store.writes == ["a", "a"]
+
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
+README = PACKAGE.parents[1] / "README.md"
+MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem", "clear", "discard", "remove"}
+
+
+def changed_module_state(path: pathlib.Path) -> set[str]:
+    """Module-level names of `path` that one of its functions changes: rebinds (`global`), assigns or
+    deletes an item of, or calls a mutating method of (what a process keeps between reconciles)."""
+    tree = ast.parse(path.read_text())
+    top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+           for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    found = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Global):
+                found |= set(node.names)
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+                targets = node.target if isinstance(node, ast.AugAssign) else node.targets
+                for target in targets if isinstance(targets, list) else [targets]:
+                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                        found.add(target.value.id)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS
+                  and isinstance(node.func.value, ast.Name)):
+                found.add(node.func.value.id)
+    return found & top
+
+
+def test_every_module_state_a_takeover_loses_or_rebuilds_is_in_the_readmes_table():
+    """A new leader has only what the cluster and the objects' status say: each piece of process memory
+    is listed in README's "What a new leader does first" table, with what becomes of it."""
+    text = README.read_text()
+    table = text[text.index("**What a new leader does first.**"):text.index("**Measured** (`e2e/test_leader.py`")]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    state = {(name, str(path.relative_to(PACKAGE))) for path in sorted(PACKAGE.rglob("*.py"))
+             for name in changed_module_state(path)}
+    assert {name for name, _ in state} >= {"_ramps", "_facilities", "_applied", "_trackers"}  # the scan finds them
+    missing = [(name, module) for name, module in sorted(state)
+               if not any(f"`{name}`" in row.split("|")[1] and f"`{module}`" in row.split("|")[1] for row in rows)]
+    assert not missing, f"module state missing from README's takeover table: {missing}"

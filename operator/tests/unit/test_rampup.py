@@ -4,7 +4,7 @@ import sys
 
 from hypothesis import example, given, strategies as st
 
-from switchyard.rampup import CATCH_UP_SECONDS, Bucket, jitter_seconds, refill, spend, step
+from switchyard.rampup import CATCH_UP_SECONDS, Bucket, jitter_seconds, refill, resume, spend, step
 
 
 def test_jitter_is_fixed_by_name_and_bounded():
@@ -45,6 +45,25 @@ def test_starts_over_any_span_never_exceed_burst_plus_rate_times_span(steps, rat
     bucket, now, started = None, 0.0, 0
     for gap, wanted in steps:
         now += gap
+        bucket = refill(bucket, rate, now)
+        grant = min(wanted, int(bucket.tokens))
+        bucket = spend(bucket, grant)
+        started += grant
+        assert started <= rate * now + max(1.0, rate) + 1e-6
+
+
+@given(steps=st.lists(st.tuples(st.floats(0, 2), st.integers(0, 100)), min_size=1, max_size=60),
+       takeover=st.integers(0, 59), gap=st.floats(0, 20), rate=st.floats(1, 200))
+@example(steps=[(0, 100), (0.5, 100)], takeover=1, gap=0, rate=20)  # a burst spent, then a takeover at once
+def test_a_ramp_taken_over_by_a_new_leader_keeps_to_one_burst_plus_the_rate(steps, takeover, gap, rate):
+    """The old leader's bucket is lost with it; the new one resumes empty, so the starts of both in
+    [0, t] stay within what one bucket allows (a new ramp's burst there would break this)."""
+    bucket, now, started = None, 0.0, 0
+    for i, (step_gap, wanted) in enumerate(steps):
+        now += step_gap
+        if i == takeover:
+            now += gap
+            bucket = resume(now)  # the new leader's first count of a ramp under way
         bucket = refill(bucket, rate, now)
         grant = min(wanted, int(bucket.tokens))
         bucket = spend(bucket, grant)

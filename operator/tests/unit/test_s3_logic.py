@@ -7,7 +7,8 @@ import pytest
 
 from switchyard.api import S3StagingSpec
 from switchyard.s3 import Credentials, S3Error, classify, redact
-from switchyard.s3.staging import GIB, Observation, assess, over_quota, usage_interval
+from switchyard import conditions as cond
+from switchyard.s3.staging import GIB, Observation, assess, over_quota, over_quota_reported, usage_interval
 
 
 def client_error(code: str, status: int) -> botocore.exceptions.ClientError:
@@ -85,6 +86,23 @@ def test_conditions_error_beats_quota_and_names_the_endpoint():
     assert denied["Ready"].reason == "AccessDenied"
     no_rules = assess(s, Observation(buckets=[], error=S3Error("put_bucket_lifecycle_configuration", "unsupported", "501")), "u")
     assert no_rules["Ready"].reason == "LifecycleUnsupported" and "Sweep" in no_rules["Ready"].message
+
+
+def test_the_buckets_announced_over_quota_are_read_back_from_the_status():
+    """A new leader starts from what the old one wrote: the OverQuota event is not posted twice."""
+    both = S3StagingSpec.model_validate({"external": {"url": "http://s3.local:9000", "credentialsSecret": "k"},
+                                         "buckets": [{"name": "out", "quotaGiB": 1, "quotaObjects": 5},
+                                                     {"name": "tmp.2", "quotaObjects": 1}, {"name": "free"}]})
+    lines = over_quota(both, [{"name": "out", "objects": 6, "bytes": 2 * GIB}, {"name": "tmp.2", "objects": 2, "bytes": 1},
+                              {"name": "free", "objects": 10**6, "bytes": 10**12}])
+    written = cond.merge([], 1, "2026-11-26T10:00:00Z", **assess(both, Observation(buckets=[], over_quota=lines), "u"))
+    announced = frozenset(line.split(":", 1)[0] for line in lines)  # what handlers/s3staging._announce keeps
+    assert announced == {"bucket out", "bucket tmp.2"}
+    assert over_quota_reported(written) == announced
+    error = S3Error("list_buckets", "unreachable", "down")
+    for other in (Observation(buckets=[]), Observation(buckets=[], over_quota=lines, error=error)):
+        assert over_quota_reported(cond.merge([], 1, "t", **assess(both, other, "u"))) == frozenset()
+    assert over_quota_reported(None) == frozenset()
 
 
 def test_deletion_backoff_grows_to_a_cap_and_the_hint_releases_by_retain():
