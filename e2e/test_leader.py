@@ -12,6 +12,7 @@ Each process has a Pod object of its own (bound by the scheduler to a simulated 
 kwok marks it Running; the process gets the POD_NAME and POD_NAMESPACE the chart's downward
 API gives), so the `switchyard.dev/leader` labels are checked as `kubectl get pods -L` shows
 them: "true" on the leader's Pod, "false" on the others', flipping at each hand-over.
+A bucket over quota (a real MinIO) is announced once, not again by the next leader.
 
 Run alone: SWITCHYARD_E2E_CLUSTER=sy-ha CI=1 .venv/bin/python -m pytest -q -s e2e/test_leader.py
 """
@@ -32,7 +33,7 @@ import localcluster
 from switchyard.apply import ApiError
 from facilities import facility
 from harness import start_operator, stop_operator
-from support import CLUSTER_NAME, wait_for, wait_ready
+from support import CLUSTER_NAME, condition, wait_for, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -271,3 +272,56 @@ def test_helm_install_refuses_lease_timings_that_do_not_fit(cluster, namespace):
             "must give up before its lease can expire") in result.stderr, result.stderr
     assert not cluster.kube.list("Deployment", namespace)
     assert not cluster.kube.list("Secret", namespace)  # no release record either
+
+
+def test_a_new_leader_does_not_announce_an_over_quota_again(cluster, namespace, tmp_path):
+    """What the old leader announced is read back from the status (README, the takeover table):
+    a bucket over quota gets one OverQuota event, not one more per leader."""
+    from test_s3_staging_e2e import MinioServer, admin_secret, minio_binary, staging, wait_condition
+
+    LOGS.mkdir(parents=True, exist_ok=True)
+    server = MinioServer(minio_binary(), tmp_path / "minio").start()
+    procs = []
+    try:
+        first = Candidate(cluster, namespace, "sq-a")
+        procs.append(first)
+        wait_for(lambda: first.leader() == 1, 60, 0.5, "sq-a leads")
+        bucket = f"{namespace}-out"
+        cluster.kube.apply(admin_secret(namespace, server))
+        cluster.kube.apply(staging(namespace, "stage", server, [{"name": bucket, "quotaObjects": 5}]))
+        wait_condition(cluster, namespace, "stage", "Ready", "True")
+        server.upload(bucket, 8, size_of=lambda i: 100)
+        wait_condition(cluster, namespace, "stage", "Degraded", "True", "OverQuota")
+
+        def over_quota_events() -> list[dict]:
+            return [e for e in cluster.kube.list("Event", namespace) if e["reason"] == "OverQuota"]
+
+        wait_for(lambda: over_quota_events(), 30, 0.5, "sq-a's OverQuota event")
+        second = Candidate(cluster, namespace, "sq-b")
+        procs.append(second)
+        wait_for(lambda: second.ready()[1].get("role") == "standby", 60, 0.5, "sq-b standby")
+        first.proc.send_signal(signal.SIGTERM)
+        assert first.proc.wait(timeout=30) == 0
+        wait_for(lambda: second.leader() == 1, 60, 0.2, "sq-b takes over")
+
+        def staging_reconciles() -> float:
+            try:
+                return second.samples("switchyard_reconciles_total").get('{kind="S3Staging",result="ok"}', 0.0)
+            except OSError:
+                return 0.0
+
+        # Each of sq-b's reconciles measures the bucket, finds it over quota and decides whether to announce it.
+        wait_for(lambda: staging_reconciles() >= 3, 60, 0.5, "sq-b's third S3Staging reconcile")
+        obj = wait_condition(cluster, namespace, "stage", "Degraded", "True", "OverQuota")
+        assert "8 objects of 5 allowed" in condition(obj, "Degraded")["message"]
+        events = over_quota_events()
+        assert len(events) == 1 and sum(e.get("count") or 1 for e in events) == 1, \
+            [(e["metadata"]["name"], e.get("count"), e.get("reportingInstance")) for e in events]
+    finally:
+        if any(cand.proc.poll() is None for cand in procs):  # its finalizer needs an operator (Retain: no S3 call)
+            cluster.kube.delete("S3Staging", namespace, "stage")
+            wait_for(lambda: cluster.kube.get("S3Staging", namespace, "stage") is None, 60, 1, "stage deleted")
+        for cand in procs:
+            if cand.proc.poll() is None:
+                stop_operator(cand.proc)
+        server.stop()
