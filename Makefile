@@ -138,6 +138,8 @@ clean:
 .PHONY: images realnode-deps e2e-real realnodes-down
 REGISTRY ?= localhost
 PUSH ?= 0
+# false: push to a registry served over plain HTTP (as the real-node e2e's local one is).
+PUSH_TLS_VERIFY ?= true
 REAL_CLUSTER ?= sy-real
 
 realnode-deps: ## buildah, debootstrap, containerd, runc, CNI plugins, iptables (needs root and apt)
@@ -145,15 +147,16 @@ realnode-deps: ## buildah, debootstrap, containerd, runc, CNI plugins, iptables 
 
 # The operator, XCache, Dask worker and pause images, built with buildah into
 # $(CACHE)/images (OCI archives, rebuilt only when their inputs change).
-# At a site: make images REGISTRY=registry.example.org/t2 PUSH=1
+# At a site: make images REGISTRY=registry.example.org/t2 PUSH=1 pushes the operator, XCache,
+# Dask and pause images as registry.example.org/t2/switchyard:0.1.0 and so on.
 images: realnode-deps tools
-	REGISTRY=$(REGISTRY) PUSH=$(PUSH) bash hack/build-images.sh
+	REGISTRY=$(REGISTRY) PUSH=$(PUSH) PUSH_TLS_VERIFY=$(PUSH_TLS_VERIFY) bash hack/build-images.sh
 
 # The dask-gateway image the chart's gateway.image names (dask-gateway-server +
 # switchyard[gateway]); separate from `make images`, which `make test` runs.
 .PHONY: image-gateway
 image-gateway: images
-	REGISTRY=$(REGISTRY) PUSH=$(PUSH) bash images/gateway/build.sh
+	REGISTRY=$(REGISTRY) PUSH=$(PUSH) PUSH_TLS_VERIFY=$(PUSH_TLS_VERIFY) bash images/gateway/build.sh
 
 # The e2e on real kubelet nodes alone (`make test` runs it too).
 e2e-real: install realnode-deps tools images

@@ -12,8 +12,14 @@
 #
 #   hack/build-images.sh                              build (or reuse) all images
 #   REGISTRY=registry.example.org/t2 PUSH=1 hack/build-images.sh
-#                                                     tag for and push to a registry
-# Prints one line per image: name, tag, key, seconds spent, OCI archive size.
+#                                                     and push them to a registry
+# Every image is built and archived as localhost/NAME:TAG, whatever REGISTRY is, so
+# a push neither rebuilds nor moves a key. PUSH=1 pushes the four images a cluster
+# runs (operator, XCache, Dask, pause) to REGISTRY/NAME:TAG, e.g.
+# registry.example.org/t2/switchyard-xcache:0.1.0; PUSH_TLS_VERIFY=false for a
+# registry served over plain HTTP (the real-node e2e's, e2e/realnodes.py).
+# Prints one line per image: name, tag, key, seconds spent, OCI archive size; and
+# per pushed image: "pushed", the reference, its manifest digest, seconds spent.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,6 +30,9 @@ WHEELS="$IMAGES/wheels"
 REGISTRY="${REGISTRY:-localhost}"
 REGISTRY="${REGISTRY%/}"
 PUSH="${PUSH:-0}"
+PUSH_TLS_VERIFY="${PUSH_TLS_VERIFY:-true}"
+# The name every image is built under (the archives' and the buildah storage's).
+LOCAL=localhost
 SUITE=bookworm
 DISTRIBUTED_VERSION=2024.12.1
 PAUSE_VERSION=3.10
@@ -114,10 +123,12 @@ build() {
 
 # 1. Debian base: debootstrap minbase from this machine's mirror.
 build_debian() {
-  local tag="$REGISTRY/switchyard-debian:$SUITE" m ctx
+  local tag="$LOCAL/switchyard-debian:$SUITE" m ctx
   m="$(mirror)"
   ctx="$IMAGES/context/debian"
-  local key_inputs="$SUITE $m $(sha256sum "$REPO/images/debian/Containerfile" | cut -c1-16) $(sha256sum "$0" | cut -c1-16)"
+  # This function's own text stands for how the base is made (not the whole script: a change to
+  # the push below must not rebuild every image).
+  local key_inputs="$SUITE $m $(sha256sum "$REPO/images/debian/Containerfile" | cut -c1-16) $(declare -f build_debian | sha256sum | cut -c1-16)"
   local key
   key="$(printf '%s' "$key_inputs" | sha256sum | cut -c1-16)"
   if have_image debian "$tag" "$key"; then
@@ -175,8 +186,8 @@ PIP_OFFLINE=(--build-arg "PIP_INSTALL_OPTIONS=--no-index --find-links /wheels" -
 
 build_all() {
   build_debian
-  local debian="$REGISTRY/switchyard-debian:$SUITE"
-  local python="$REGISTRY/switchyard-python:3.11-$SUITE"
+  local debian="$LOCAL/switchyard-debian:$SUITE"
+  local python="$LOCAL/switchyard-python:3.11-$SUITE"
   local ctx
   ctx="$(context python images/python/Containerfile)"
   build python "$python" "$ctx" "$ctx/images/python/Containerfile" "${KEY[debian]}" --build-arg "BASE=$debian"
@@ -186,15 +197,15 @@ build_all() {
   wheels_key="$(cat "$WHEELS/.key")"
 
   ctx="$(context operator Dockerfile operator)"
-  build operator "$REGISTRY/switchyard:$VERSION" "$ctx" "$ctx/Dockerfile" "${KEY[python]} $wheels_key" \
+  build operator "$LOCAL/switchyard:$VERSION" "$ctx" "$ctx/Dockerfile" "${KEY[python]} $wheels_key" \
     --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
 
   ctx="$(context xcache images/xcache/Containerfile operator)"
-  build xcache "$REGISTRY/switchyard-xcache:$VERSION" "$ctx" "$ctx/images/xcache/Containerfile" \
+  build xcache "$LOCAL/switchyard-xcache:$VERSION" "$ctx" "$ctx/images/xcache/Containerfile" \
     "${KEY[python]} $wheels_key" --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
 
   ctx="$(context dask images/dask/Containerfile operator)"
-  build dask "$REGISTRY/switchyard-dask:$VERSION" "$ctx" "$ctx/images/dask/Containerfile" \
+  build dask "$LOCAL/switchyard-dask:$VERSION" "$ctx" "$ctx/images/dask/Containerfile" \
     "${KEY[python]} $wheels_key" --build-arg "BASE=$python" \
     --build-arg "DISTRIBUTED_VERSION=$DISTRIBUTED_VERSION" "${PIP_OFFLINE[@]}"
 
@@ -211,7 +222,7 @@ build_all() {
   strip "$ctx/images/pause/pause"
   rm -f "$ctx/pause.c"
   # The key: pause.c's hash (the static binary differs by build path only).
-  build pause "$REGISTRY/pause:$PAUSE_VERSION" "$ctx/images/pause" "$ctx/images/pause/Containerfile" \
+  build pause "$LOCAL/pause:$PAUSE_VERSION" "$ctx/images/pause" "$ctx/images/pause/Containerfile" \
     "$(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion)"
 }
 
@@ -221,10 +232,15 @@ build_all
 
 if [ "$PUSH" = 1 ]; then
   [ "$REGISTRY" != localhost ] || { log "PUSH=1 needs REGISTRY=host/path"; exit 1; }
-  for tag in "$REGISTRY/switchyard:$VERSION" "$REGISTRY/switchyard-xcache:$VERSION" \
-             "$REGISTRY/switchyard-dask:$VERSION" "$REGISTRY/pause:$PAUSE_VERSION"; do
-    log "pushing $tag"
-    "${B[@]}" push "$tag" "docker://$tag"
+  digest="$(mktemp)"
+  for ref in "switchyard:$VERSION" "switchyard-xcache:$VERSION" "switchyard-dask:$VERSION" "pause:$PAUSE_VERSION"; do
+    log "pushing $REGISTRY/$ref"
+    start=$(date +%s.%N)
+    "${B[@]}" push --quiet --tls-verify="$PUSH_TLS_VERIFY" --digestfile "$digest" "$LOCAL/$ref" "docker://$REGISTRY/$ref"
+    seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+    printf '%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$REGISTRY/$ref" "$(cat "$digest")" "$seconds" >> "$IMAGES/push.tsv"
+    printf 'pushed\t%s\t%s\t%ss\n' "$REGISTRY/$ref" "$(cat "$digest")" "$seconds"
   done
+  rm -f "$digest"
 fi
 log "images in $OCI"

@@ -16,9 +16,11 @@ OCI="$IMAGES/oci"
 REGISTRY="${REGISTRY:-localhost}"
 REGISTRY="${REGISTRY%/}"
 PUSH="${PUSH:-0}"
+PUSH_TLS_VERIFY="${PUSH_TLS_VERIFY:-true}"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/operator/pyproject.toml" | head -n1)"
-BASE="$REGISTRY/switchyard-python:3.11-bookworm"
-TAG="$REGISTRY/switchyard-gateway:$VERSION"
+# Built under localhost/ as hack/build-images.sh builds its images; PUSH=1 pushes it to REGISTRY.
+BASE="localhost/switchyard-python:3.11-bookworm"
+TAG="localhost/switchyard-gateway:$VERSION"
 WHEELS="$IMAGES/wheels-gateway"
 B=(buildah --storage-driver vfs --root "$IMAGES/storage" --runroot "$IMAGES/runroot")
 say() { printf '[image-gateway] %s\n' "$*" >&2; }
@@ -89,5 +91,5 @@ say "check passed: dask-gateway-server in the image loads SwitchyardBackend (sto
 
 if [ "$PUSH" = 1 ]; then
   [ "$REGISTRY" != localhost ] || { say "PUSH=1 needs REGISTRY=host/path"; exit 1; }
-  "${B[@]}" push "$TAG" "docker://$TAG"
+  "${B[@]}" push --tls-verify="$PUSH_TLS_VERIFY" "$TAG" "docker://$REGISTRY/switchyard-gateway:$VERSION"
 fi
