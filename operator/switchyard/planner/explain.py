@@ -103,9 +103,12 @@ def idle_cache_nodes(result: Plan, topology: Topology, pools: Sequence[PoolReque
     notes = []
     for pool in pools:
         for switch in topology.switches:
-            hosts = [h for h in switch.hosts if h.name in result.placement.caches.get(pool.name, {}).get(switch.name, ())]
+            placed = result.placement.caches.get(pool.name, {}).get(switch.name, ())
+            hosts = [h for h in switch.hosts if h.name in placed] if placed else []
+            if not hosts:
+                continue
             free = [h.name for h in switch.hosts if h.name not in caching and host_eligible(h, pool)]
-            if not hosts or not free:
+            if not free:
                 continue
             peak = max(result.fair.served.get(h.name, 0.0) / min(h.nic_gbps, pool.body.serve_gbps) for h in hosts)
             if peak < NEAR_CAP:

@@ -187,11 +187,15 @@ def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     miss = {p.name: p.body.miss_ratio for p in pools}
 
     def uses(pool: str, reader: str, host: str) -> dict[str, float]:
-        use = {f"serve:{pool}:{host}": 1.0}
-        _add(use, f"nic:{host}", 1.0)
-        _cross(use, switch_of[host], reader, 1.0)
-        _add(use, f"up_in:{switch_of[host]}", miss[pool])
-        _add(use, "wan", miss[pool])
+        # _add and _cross written out (every link is a new key here): 20,000 calls at 20,000 nodes
+        use = {f"serve:{pool}:{host}": 1.0, f"nic:{host}": 1.0}
+        source = switch_of[host]
+        if source != reader:
+            use[f"up_out:{source}"] = 1.0
+            use[f"up_in:{reader}"] = 1.0
+        if miss[pool] > 0:
+            use[f"up_in:{source}"] = miss[pool]
+            use["wan"] = miss[pool]
         return use
 
     # Every fleet's readers of a pool on a switch read alike (the same hosts, the same links): their
@@ -239,7 +243,9 @@ def streams_of(groups: Sequence[ReaderGroup]) -> list[Stream]:
             use = summed[id(g.uses)] = {}
             for host, share in g.shares.items():
                 for link, a in g.uses[host].items():
-                    _add(use, link, share * a)
+                    gbps = share * a        # _add, written out: a ring of hundreds of hosts, each read's links
+                    if gbps > 0:
+                        use[link] = use.get(link, 0.0) + gbps
         streams.append(Stream(g.demand_gbps, use, g.count))
     return streams
 
@@ -276,10 +282,8 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         switch_served={s: round(v, 3) for s, v in sorted(by_switch.items())},
         ring_split={pool: {h: round(v, 6) for h, v in shares.items()} for pool, shares in sorted(the.rings.items())},
         # a read's uses also hold its host's fills from the origin (up_in of the host's own switch): not the read
-        full_hosts_behind=_full_hosts_behind(tuple(filter(at_its_cap, filled.saturated)),
-                                             ((h, {link: a for link, a in g.uses[h].items()
-                                                   if link != f"up_in:{the.switch_of[h]}"})
-                                              for g in the.groups for h in g.shares)),
+        full_hosts_behind=_full_hosts_behind(tuple(filter(at_its_cap, filled.saturated)), _distinct_reads(the.groups),
+                                             fills_through=the.switch_of),
     )
 
 
@@ -290,19 +294,34 @@ def with_fair_share(topology: Topology, pools: list[PoolRequest], fleets: list[F
     return dataclasses.replace(plan, fair=fair)
 
 
-def _full_hosts_behind(saturated: Sequence[str], reads) -> dict[str, tuple[str, ...]]:
+def _distinct_reads(groups: Sequence[ReaderGroup]) -> list[tuple[str, Mapping[str, float]]]:
+    """(host, the links a read from it uses) of every group, each once: groups that read alike share their
+    uses (readers()), and a ring's hundreds of hosts would otherwise come once per fleet and switch."""
+    reads = {id(g.uses[h]): (h, g.uses[h]) for g in groups for h in g.shares}
+    return list(reads.values())
+
+
+def _full_hosts_behind(saturated: Sequence[str], reads, fills_through: Mapping[str, str] | None = None
+                       ) -> dict[str, tuple[str, ...]]:
     """Each uplink direction the filling left full, with the cache hosts, also full, whose bytes cross it.
     reads: (host, the links a read from it uses). Where two full links are in tandem, TCP does not split
     the host alike: flows that also queue at the full uplink have the longer round trip and get less of
     it, and the uplink carries less than its fair share (7.6-14.5% in two runs of the emulated fabric,
-    less with shallower queues: bench/results/fabric-notes.md). No fluid rule tried there predicts it."""
-    full = set(saturated)
+    less with shallower queues: bench/results/fabric-notes.md). No fluid rule tried there predicts it.
+    fills_through: host -> its switch, when a read's links also hold the host's fills from the origin (the
+    in-direction of its own switch's uplink): those are not the read and are left out."""
+    full_hosts = {link for link in saturated if link.startswith(("serve:", "nic:"))}
+    full_uplinks = {link for link in saturated if link.startswith("up_")}
     behind: dict[str, set[str]] = {}
+    if not full_hosts or not full_uplinks:
+        return {}
     for host, use in reads:
-        if any(link in full for link in use if link.startswith(("serve:", "nic:"))):
-            for link in use:
-                if link.startswith("up_") and link in full:
-                    behind.setdefault(link, set()).add(host)
+        if full_hosts.isdisjoint(use):
+            continue
+        fills = f"up_in:{fills_through[host]}" if fills_through is not None else None
+        for link in full_uplinks.intersection(use):
+            if link != fills:
+                behind.setdefault(link, set()).add(host)
     return {link: tuple(sorted(hosts)) for link, hosts in sorted(behind.items())}
 
 

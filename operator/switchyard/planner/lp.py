@@ -21,8 +21,6 @@ INF = float("inf")
 NODE_LIMIT = 5000
 WORK_LIMIT = 5_000_000
 MIN_NODES = 50
-_INTEGER = highspy.HighsVarType.kInteger
-_CONTINUOUS = highspy.HighsVarType.kContinuous
 
 
 def node_budget(size: int) -> int:
@@ -91,12 +89,12 @@ class LinearModel:
 
     def row(self, terms: Iterable[tuple[int, float]] | dict[int, float], lb: float = -INF, ub: float = INF) -> int:
         items = terms.items() if isinstance(terms, dict) else terms
-        cols, vals = self._cols, self._vals
-        self._row_start.append(len(cols))
-        for col, coef in items:
-            if coef:
-                cols.append(col)
-                vals.append(coef)
+        self._row_start.append(len(self._cols))
+        kept = [(col, coef) for col, coef in items if coef]
+        if kept:    # a model at 20,000 nodes has 17,000 rows: one pass, two extends
+            cols, vals = zip(*kept)
+            self._cols.extend(cols)
+            self._vals.extend(vals)
         self.row_lb.append(lb)
         self.row_ub.append(ub)
         return len(self.row_lb) - 1
@@ -121,8 +119,10 @@ class LinearModel:
         h = self._sync()
         h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
         h.changeColsBounds(n, np.arange(n, dtype=np.int32), np.array(self.lb), np.array(self.ub))
-        integrality = [_CONTINUOUS] * n if relax else [_INTEGER if i else _CONTINUOUS for i in self.integer]
-        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.array(integrality))
+        # HighsVarType is a uint8 in HiGHS (kContinuous 0, kInteger 1): an array of those bytes is what a list
+        # of the enum's objects becomes, built without 29,000 objects at 20,000 nodes, eight times a plan
+        integrality = np.zeros(n, dtype=np.uint8) if relax else np.array(self.integer, dtype=np.uint8)
+        h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), integrality)
         h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximise else highspy.ObjSense.kMinimize)
         budget = node_budget(n + len(self.row_lb))
         for option, value in (("mip_rel_gap", gap), ("mip_abs_gap", abs_gap),

@@ -142,12 +142,16 @@ def choose_cache_nodes(problem: Problem, count: dict[tuple[int, int, int], int],
             wanted = {p: count.get((p, s, k), 0) for p in range(len(problem.pools))}
             taken: set[str] = set()
             for p, n in wanted.items():
+                if not n:       # nothing to take (most classes at 20,000 nodes): no scan of the class's nodes
+                    continue
                 mine = [node for node in nc.nodes if keep.get(node) == problem.pools[p].name][:n]
                 taken.update(mine)
                 out.setdefault((p, s), []).extend(mine)
                 wanted[p] = n - len(mine)
             free = [node for node in nc.nodes if node not in taken]
             for p, n in wanted.items():
+                if not n:
+                    continue
                 # keep other pools' current hosts for last, so a shrinking pool frees its own first
                 ordered = sorted(free, key=lambda node: (node in keep, node))[:n]
                 free = [node for node in free if node not in ordered]

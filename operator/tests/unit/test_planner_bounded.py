@@ -130,3 +130,20 @@ def test_a_milp_cut_at_its_node_budget_returns_its_incumbent_not_proven():
     assert not found.optimal and found.objective > 0
     again = m.solve({x: w for x, w in zip(xs, weights)}, maximise=True, gap=0.0, nodes=3)
     assert list(again.x) == list(found.x)      # deterministic at the limit
+
+
+def test_highs_gets_each_variable_integer_or_continuous_as_declared_and_all_continuous_when_relaxed():
+    """solve() hands HiGHS the integrality as bytes (HighsVarType is a uint8): the same as the enum's values."""
+    import highspy
+
+    from switchyard.planner.lp import LinearModel
+
+    m = LinearModel()
+    x, y, z = m.var(0, 3.5, integer=True), m.var(0, 3.5), m.var(0, 2, integer=True)
+    m.row([(x, 1.0), (y, 1.0), (z, 1.0)], ub=6.2)
+    kinds = highspy.HighsVarType
+    assert m.solve({x: 1.0, y: 0.1, z: 1.0}, maximise=True, relax=True).objective == pytest.approx(5.5 + 0.07)
+    assert kinds.kInteger not in m._highs.getLp().integrality_      # HiGHS keeps none when all are continuous
+    found = m.solve({x: 1.0, y: 0.1, z: 1.0}, maximise=True)
+    assert m._highs.getLp().integrality_ == [kinds.kInteger, kinds.kContinuous, kinds.kInteger]
+    assert (found.x[0], found.x[2]) == (3.0, 2.0) and found.x[1] == pytest.approx(1.2)
