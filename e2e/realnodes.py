@@ -79,6 +79,7 @@ class RealNode:
     switch: str
     nvme_disks: int = 0
     nic_gbps: float = 25.0
+    taints: tuple[dict, ...] = ()   # the topology group's, registered by the kubelet beside REAL_TAINT
 
 
 def from_topology(topology_path: pathlib.Path) -> list[RealNode]:
@@ -87,7 +88,8 @@ def from_topology(topology_path: pathlib.Path) -> list[RealNode]:
     from switchyard.topology import load_topology
 
     topo = load_topology(yaml.safe_load(topology_path.read_text()) or {}, str(topology_path))
-    return [RealNode(name, switch.name, nvme_disks=group.nvme_disks, nic_gbps=group.nic_gbps)
+    return [RealNode(name, switch.name, nvme_disks=group.nvme_disks, nic_gbps=group.nic_gbps,
+                     taints=tuple(t.to_wire() for t in group.taints))
             for switch in topo.switches for group in switch.nodes if group.real
             for name in group.node_names(switch.name)]
 
@@ -164,7 +166,11 @@ class Cluster:
         self._lock = None
 
     def _take_host(self) -> None:
-        """Wait until no other cluster has real nodes on this host (HOST_LOCK), then hold it until down()."""
+        """Wait until no other cluster has real nodes on this host (HOST_LOCK), then hold it until down().
+        A test may take it before up(), to see the machine as it is with no real nodes (another run's
+        kubelets set machine-wide sysctls until their nodes are down)."""
+        if self._lock is not None:
+            return
         HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
         self._lock = open(HOST_LOCK, "a+")
         try:
@@ -238,10 +244,41 @@ class Cluster:
         path.write_text(yaml.safe_dump(config))
         return path
 
-    def _spawn(self, name: str, ns: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, ns: str, args: list[str], mounts: pathlib.Path | None = None) -> subprocess.Popen:
+        """`args` in network namespace `ns` (and in the mount namespace held at `mounts`, if given)."""
         logfile = (self.logs / f"{name}.log").open("ab")
-        return subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", *args], stdout=logfile,
+        enter = ["nsenter", f"--net=/run/netns/{ns}"] + ([f"--mount={mounts}"] if mounts else [])
+        return subprocess.Popen([*enter, "--", *args], stdout=logfile,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _own_disks(self, node: str, paths: list[str], size: str) -> pathlib.Path:
+        """A mount namespace of the node's own, with a tmpfs at each of `paths`: its containerd, kubelet and
+        pods live in it, so two nodes of this one machine each have their own disk at the same path, as a
+        site's hosts do (cache pools name one data path for all their hosts). The host's root mount is
+        private, so nothing mounted there later reaches the node, and nothing the node mounts (volumes,
+        rootfs, pod network namespaces) reaches the host. The namespace is held by a bind mount in the
+        cluster's state, on a private mount of its own (the kernel refuses one bound where it would
+        propagate into itself); down() drops it."""
+        holder = self.state / "mounts"
+        holder.mkdir(exist_ok=True)
+        if not _is_mount(str(holder)):
+            _run("mount", "--bind", str(holder), str(holder))
+            _run("mount", "--make-private", str(holder))
+        held = holder / node
+        held.touch()
+        _run("unshare", f"--mount={held}", "--propagation", "slave", "true")
+        for path in paths:
+            pathlib.Path(path).mkdir(parents=True, exist_ok=True)
+            _run("nsenter", f"--mount={held}", "mount", "-t", "tmpfs", "-o", f"size={size},mode=0755",
+                 f"{self.tag}-{node}-disk", path)
+        return held
+
+    def node_run(self, node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """A command on the node, as its own processes see the machine: its network namespace, and its
+        mounts if it has disks of its own."""
+        held = self.state / "mounts" / node
+        mounts = [f"--mount={held}"] if held.exists() else []
+        return _run("nsenter", f"--net=/run/netns/{self.nodes[node]['netns']}", *mounts, "--", *args, check=check)
 
     def _dns_up(self, kubeconfig: pathlib.Path) -> None:
         corefile = self.state / "Corefile"
@@ -338,7 +375,7 @@ state = "{root}/containerd-state"
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                              "nodefs.inodesFree": "1%"},
             "serializeImagePulls": False, "maxPods": 30,
-            "registerWithTaints": [REAL_TAINT],
+            "registerWithTaints": [REAL_TAINT, *node.taints],
             "protectKernelDefaults": False,
         }
         path = root / "kubelet.yaml"
@@ -425,8 +462,12 @@ all.pidpath {root}/run
     # ---------------------------------------------------------------- up
     def up(self, nodes: list[RealNode], images: list[str] = ("pause",), switch_label: str = "switchyard.dev/switch",
            nvme_label: str = "switchyard.dev/nvme", nic_annotation: str = "switchyard.dev/nic-gbps",
-           timeout: float = 120) -> dict[str, dict]:
-        """Start the nodes; return {name: {address, pod_subnet, netns, ready_seconds}}."""
+           timeout: float = 120, disks: dict[str, list[str]] | None = None, disk_size: str = "256m") -> dict[str, dict]:
+        """Start the nodes; return {name: {address, pod_subnet, netns, ready_seconds}}.
+
+        `disks`: {node: [paths]} for nodes with disks of their own (a tmpfs of `disk_size` at each path,
+        seen by that node alone: _own_disks); the other nodes see the host's filesystem as it is."""
+        disks = disks or {}
         for tool in ("kubelet", "kube-proxy", "coredns"):
             if not (self.bin / tool).exists():
                 raise FileNotFoundError(f"{self.bin / tool} is missing: run hack/build-tools.sh")
@@ -446,10 +487,13 @@ all.pidpath {root}/run
             ns, address, pod_subnet = self._node_network(node, number)
             root = self.state / node.name
             root.mkdir(parents=True, exist_ok=True)
-            self.nodes[node.name] = {"switch": node.switch, "address": address, "pod_subnet": pod_subnet, "netns": ns}
+            self.nodes[node.name] = {"switch": node.switch, "address": address, "pod_subnet": pod_subnet, "netns": ns,
+                                     "disks": list(disks.get(node.name, ()))}
+            mounts = self._own_disks(node.name, disks[node.name], disk_size) if node.name in disks else None
             t0 = time.monotonic()
             self._spawn(f"{node.name}-containerd", ns, ["containerd", "--config",
-                                                        str(self._containerd_config(node.name, root, pod_subnet))])
+                                                        str(self._containerd_config(node.name, root, pod_subnet))],
+                        mounts)
             self._wait_socket(root / "containerd.sock")
             t1 = time.monotonic()
             self.import_images(list(images), [node.name])
@@ -462,9 +506,10 @@ all.pidpath {root}/run
                 str(self.bin / "kubelet"), "--config", str(self._kubelet_config(node, root, cgroup_root)),
                 "--kubeconfig", str(kubeconfig), "--root-dir", str(root / "kubelet"),
                 "--cert-dir", str(root / "pki"), "--hostname-override", node.name, "--node-ip", address,
-                "--node-labels", ",".join(f"{k}={v}" for k, v in labels.items())])
+                "--node-labels", ",".join(f"{k}={v}" for k, v in labels.items())], mounts)
             self._spawn(f"{node.name}-kube-proxy", ns, [
-                str(self.bin / "kube-proxy"), "--config", str(self._kube_proxy_config(node.name, root, kubeconfig))])
+                str(self.bin / "kube-proxy"), "--config", str(self._kube_proxy_config(node.name, root, kubeconfig))],
+                mounts)
             self._wait_ready(node.name, timeout)
             t3 = time.monotonic()
             localcluster.kubectl(self.cluster, "annotate", "--overwrite", "node", node.name,
@@ -668,6 +713,9 @@ def down(cluster: str) -> list[str]:
     removed += [f"shim {p}" for p in shims]
     for sock in shim_sockets:
         pathlib.Path(sock).unlink(missing_ok=True)
+    # Nodes with disks of their own: their mount namespaces (and with them every mount their kubelet and
+    # containerd made, pod network namespaces included), then the files those were mounted on.
+    removed += _drop_own_mounts(state)
     # 3. pod network namespaces made by the CNI plugins of our nodes (their addresses are in POD_CIDR).
     cidr = ipaddress.ip_network(POD_CIDR)
     for ns in sorted(pathlib.Path("/run/netns").glob("cni-*")) if pathlib.Path("/run/netns").exists() else []:
@@ -760,6 +808,30 @@ def down(cluster: str) -> list[str]:
         STATE_ROOT.rmdir()  # when no cluster has real nodes left
     except OSError:
         pass
+    return removed
+
+
+def _drop_own_mounts(state: pathlib.Path) -> list[str]:
+    removed = []
+    holder = state / "mounts"
+    for held in sorted(holder.iterdir()) if holder.exists() else []:
+        inside = _run("nsenter", f"--mount={held}", "cat", "/proc/self/mountinfo", check=False).stdout
+        netns = [line.split()[4] for line in inside.splitlines() if line.split()[4].startswith("/run/netns/cni-")]
+        _run("umount", str(held), check=False)
+        for path in netns:
+            if not _is_mount(path):     # on the host an empty file, which the node's mount covered
+                pathlib.Path(path).unlink(missing_ok=True)
+                removed.append(f"netns file {path}")
+        removed.append(f"mount namespace {held.name}")
+    if _is_mount(str(holder)):
+        _run("umount", str(holder), check=False)
+    nodes = state / "nodes.json"
+    for node in json.loads(nodes.read_text()).values() if nodes.exists() else ():
+        for path in node.get("disks", ()):
+            try:
+                pathlib.Path(path).rmdir()      # the empty directory the disk was mounted on
+            except OSError:
+                pass
     return removed
 
 

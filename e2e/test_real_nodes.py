@@ -41,6 +41,7 @@ import localcluster  # noqa: E402
 import realnodes  # noqa: E402
 from facilities import facility  # noqa: E402
 from harness import Cluster, temporary_namespace  # noqa: E402
+from realchecks import SERVED_KINDS, exporter_metrics, host_state, metric  # noqa: E402
 from support import condition, wait_for, wait_ready  # noqa: E402
 
 sys.path.insert(0, str(localcluster.REPO / "operator" / "tests" / "integration"))
@@ -67,23 +68,7 @@ COSTS = localcluster.CACHE / "e2e-logs" / CLUSTER / "real-node-costs.json"
 
 
 def _host_state() -> dict:
-    """What of the machine the real nodes must leave as they found it."""
-    run = pathlib.Path("/run/netns")
-    netns = sorted(p.name for p in run.iterdir() if p.name.startswith(("syr-", "cni-"))) if run.exists() else []
-    iptables = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
-    links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True).stdout or "[]")
-    return {
-        "sysctls": {k: pathlib.Path("/proc/sys", k).read_text().strip() for k in realnodes.KUBELET_SYSCTLS},
-        "netns": netns,
-        # Only what real nodes make (other harnesses, such as the fabric bench, may run beside them).
-        "links": sorted(link["ifname"] for link in links if link["ifname"].startswith(("syr", "veth", "cni"))),
-        "routes": [line for line in subprocess.run(["ip", "route"], capture_output=True, text=True).stdout.splitlines()
-                   if line.startswith(("10.244.", "10.250.", "10.0.0."))],
-        "iptables": "\n".join(line for line in iptables.splitlines() if not line.startswith(("#", ":"))),
-        "mounts": sorted(line.split()[4] for line in pathlib.Path("/proc/self/mountinfo").read_text().splitlines()
-                         if "switchyard-realnodes" in line or "/run/netns/syr-" in line or "/run/netns/cni-" in line
-                         or str(DISK.parent) in line),
-    }
+    return host_state(extra_mounts=(str(DISK.parent),))
 
 
 @pytest.fixture(scope="module")
@@ -269,26 +254,9 @@ def _exporter_after_served(cluster: Cluster, cache: dict, served: int) -> str:
     that opens the file before that reattaches to the same open file, whose one close record then
     carries both reads' bytes (two xrdcp in a row gave 1 close now and then, with every byte in it).
     """
-    scraped = {}
-    path = f"/api/v1/namespaces/{cache['metadata']['namespace']}/pods/{cache['metadata']['name']}:9933/proxy/metrics"
-
-    def seen() -> bool:
-        scraped["text"] = cluster.kubectl("get", "--raw", path)
-        return sum(_metric(scraped["text"], f"switchyard_xcache_{kind}_bytes") for kind in SERVED_KINDS) >= served
-    try:
-        wait_for(seen, timeout=120, interval=2, what=f"{served} bytes served in the exporter's close records")
-    finally:
-        print("\n".join(line for line in scraped.get("text", "").splitlines() if line.startswith("switchyard_xcache")))
-    return scraped["text"]
-
-
-SERVED_KINDS = ("hit", "miss", "bypass")
-
-
-def _metric(text: str, name: str) -> float:
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line.startswith(name) and not line.startswith("#")]
-    return sum(values)
+    return exporter_metrics(cluster, cache, lambda text: sum(metric(text, f"switchyard_xcache_{kind}_bytes")
+                                                             for kind in SERVED_KINDS) >= served,
+                            what=f"{served} bytes served in the exporter's close records")
 
 
 def test_cache_and_dask_workers_run_on_real_nodes(real):
@@ -409,11 +377,11 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
         # (XrdPfc counts hits and misses per block; with prefetch, blocks of the first read that
         # arrived before the client asked for them count as hits: the origin bytes tell the miss.)
         text = _exporter_after_served(cluster, cache, 2 * len(payload))
-        served = sum(_metric(text, f"switchyard_xcache_{kind}_bytes") for kind in SERVED_KINDS)
-        assert _metric(text, "switchyard_xcache_origin_bytes") == len(payload)
+        served = sum(metric(text, f"switchyard_xcache_{kind}_bytes") for kind in SERVED_KINDS)
+        assert metric(text, "switchyard_xcache_origin_bytes") == len(payload)
         assert 2 * len(payload) <= served <= 2 * (len(payload) + 10 * 2**20), served  # + a prefetch window (10 x 1 MiB)
-        assert _metric(text, "switchyard_xcache_hit_bytes") >= len(payload)
-        costs["exporter"] = {kind: _metric(text, f"switchyard_xcache_{kind}_bytes") for kind in ("hit", "miss", "origin")}
+        assert metric(text, "switchyard_xcache_hit_bytes") >= len(payload)
+        costs["exporter"] = {kind: metric(text, f"switchyard_xcache_{kind}_bytes") for kind in ("hit", "miss", "origin")}
         logs = cluster.kubectl("logs", "-n", namespace, cache["metadata"]["name"], "-c", "xrootd")
         assert "xcache" in logs
 
@@ -446,8 +414,8 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
         warm = _read_on_worker(cluster, worker, scheduler, "/data/real.bin")
         assert all(r["bytes"] == len(payload) and r["sha256"] == digest for r in warm), warm
         text = _exporter_after_served(cluster, cache, 2 * len(payload))
-        assert _metric(text, "switchyard_xcache_origin_bytes") == 0, "warm reads after a restart went to the origin"
-        assert _metric(text, "switchyard_xcache_hit_bytes") >= 2 * len(payload)
+        assert metric(text, "switchyard_xcache_origin_bytes") == 0, "warm reads after a restart went to the origin"
+        assert metric(text, "switchyard_xcache_hit_bytes") >= 2 * len(payload)
         costs["warm_reads_after_restart"] = warm
     finally:
         COSTS.write_text(json.dumps(costs, indent=1))
