@@ -67,8 +67,19 @@ e2e: install tools
 
 # CI=1: a real component that is missing fails its tests instead of skipping them.
 # SWITCHYARD_REAL_NODES=1: the e2e on real kubelet nodes runs too (the images, root).
+# The real-node modules (one real-node cluster at a time: they run one after another) run beside
+# the rest, on clusters of their own; both mostly wait. Their output follows the rest's.
+REAL_NODE_TESTS := e2e/test_real_nodes.py e2e/test_network_policy_real.py e2e/test_ring_real.py
 test: install deps tools images
-	CI=1 SWITCHYARD_REAL_NODES=1 $(PY) -m pytest -q operator/tests e2e
+	@mkdir -p $(CACHE)/e2e-logs
+	@CI=1 SWITCHYARD_REAL_NODES=1 $(PY) -m pytest -q -p no:cacheprovider $(REAL_NODE_TESTS) \
+	  >$(CACHE)/e2e-logs/make-test-real-nodes.log 2>&1 & real=$$!; \
+	CI=1 $(PY) -m pytest -q operator/tests e2e $(addprefix --ignore=,$(REAL_NODE_TESTS)); rest=$$?; \
+	wait $$real; real_rc=$$?; \
+	echo "=== the real-node e2e ($(REAL_NODE_TESTS)), run beside the above ==="; \
+	cat $(CACHE)/e2e-logs/make-test-real-nodes.log; \
+	echo "make test: the rest exited $$rest, the real-node e2e $$real_rc"; \
+	[ $$rest -eq 0 ] && [ $$real_rc -eq 0 ]
 
 demo: install tools
 	$(PY) hack/demo.py up
@@ -160,7 +171,7 @@ image-gateway: images
 
 # The e2e on real kubelet nodes alone (`make test` runs it too).
 e2e-real: install realnode-deps tools images
-	SWITCHYARD_REAL_NODES=1 SWITCHYARD_REAL_CLUSTER=$(REAL_CLUSTER) $(PY) -m pytest -q e2e/test_real_nodes.py
+	SWITCHYARD_REAL_NODES=1 SWITCHYARD_REAL_CLUSTER=$(REAL_CLUSTER) $(PY) -m pytest -q $(REAL_NODE_TESTS)
 
 # Remove the real nodes of $(REAL_CLUSTER) and its cluster, also after a run that died.
 realnodes-down: install
