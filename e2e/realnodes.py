@@ -35,11 +35,13 @@ import ipaddress
 import json
 import os
 import pathlib
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import zlib
 
 import yaml
@@ -61,6 +63,9 @@ POD_CIDR = "10.244.0.0/16"
 SERVICE_IP = "10.0.0.1"
 SERVICE_CIDR = "10.0.0.0/24"
 PAUSE_IMAGE = "localhost/pause:3.10"
+# The site registry of the harness (Cluster.start_registry): on the host, where the nodes reach it.
+REGISTRY_PORT = 5000
+REGISTRY = f"{HOST_IP}:{REGISTRY_PORT}"
 # What kube-router's network policy controller makes in a node's namespace (tests only; see
 # enforce_network_policies): its filter chains (and ipsets, which nothing else there makes).
 KUBE_ROUTER_CHAINS = ("KUBE-ROUTER-", "KUBE-NWPLCY-", "KUBE-POD-FW-")
@@ -152,8 +157,12 @@ def _cgroup_mounts() -> list[pathlib.Path]:
 class Cluster:
     """The real nodes of one local cluster."""
 
-    def __init__(self, cluster: str, kubeconfig: pathlib.Path | None = None):
+    def __init__(self, cluster: str, kubeconfig: pathlib.Path | None = None, registry: str | None = None):
+        """`registry`: an image prefix on a registry served over plain HTTP (e.g. "10.250.0.1:5000/site",
+        see start_registry) that the nodes' containerd pull every image from by reference, the pause
+        image included; None: images come only from archives (import_images)."""
         self.cluster = cluster
+        self.registry = registry
         self.tag = _tag(cluster)
         self.kubeconfig = kubeconfig or localcluster.kubeconfig_path(cluster)
         self.state = STATE_ROOT / cluster
@@ -164,6 +173,11 @@ class Cluster:
         # Logs outlive down(), for a failed run's post-mortem.
         self.logs = localcluster.CACHE / "e2e-logs" / cluster / "realnodes"
         self._lock = None
+
+    @property
+    def pause_image(self) -> str:
+        """The nodes' sandbox image: from the registry when they pull, else the imported archive's."""
+        return f"{self.registry}/{PAUSE_IMAGE.split('/', 1)[1]}" if self.registry else PAUSE_IMAGE
 
     def _take_host(self) -> None:
         """Wait until no other cluster has real nodes on this host (HOST_LOCK), then hold it until down().
@@ -326,7 +340,7 @@ state = "{root}/containerd-state"
 [plugins."io.containerd.internal.v1.opt"]
   path = "{root}/opt"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
+  sandbox_image = "{self.pause_image}"
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
@@ -342,6 +356,21 @@ state = "{root}/containerd-state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni}"
     max_conf_num = 1
+""")
+        if self.registry:
+            # The registry by its host:port, over plain HTTP (containerd's default for it would be HTTPS).
+            host = self.registry.split("/", 1)[0]
+            hosts = root / "certs.d" / host
+            hosts.mkdir(parents=True, exist_ok=True)
+            (hosts / "hosts.toml").write_text(f"""\
+server = "http://{host}"
+[host."http://{host}"]
+  capabilities = ["pull", "resolve"]
+""")
+            with config.open("a") as f:
+                f.write(f"""\
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{root / 'certs.d'}"
 """)
         return config
 
@@ -449,6 +478,52 @@ all.pidpath {root}/run
                 raise TimeoutError(f"the origin did not answer on {address}; see {root / 'run'}")
             time.sleep(0.3)
         return address
+
+    def start_registry(self, port: int = REGISTRY_PORT, timeout: float = 30) -> str:
+        """The CNCF distribution registry (built by `make tools`) as a site's registry, for the nodes to pull
+        from: on the host, listening only on the host's end of the fabric veth (HOST_IP, after up()), so
+        the nodes reach it through the fabric and nothing beyond this host and their namespaces can. Plain
+        HTTP: each node's containerd has a hosts.toml for it when the Cluster was made with `registry`. Its
+        config and storage live in the cluster's state: down() stops it (its command line names the state)
+        and removes its storage with the rest. Returns host:port once its API answers."""
+        binary = self.bin / "registry"
+        if not binary.exists():
+            raise FileNotFoundError(f"{binary} is missing: run hack/build-tools.sh")
+        if self._lock is None:
+            raise RuntimeError("start_registry() comes after up(): it listens on the fabric veth's host address")
+        root = self.state / "registry"
+        (root / "storage").mkdir(parents=True, exist_ok=True)
+        address = f"{HOST_IP}:{port}"
+        config = root / "config.yml"
+        config.write_text(yaml.safe_dump({
+            "version": 0.1, "log": {"level": "warn", "accesslog": {"disabled": True}},
+            "storage": {"filesystem": {"rootdirectory": str(root / "storage")}},
+            "http": {"addr": address, "secret": secrets.token_hex(16)},
+        }, sort_keys=False))
+        logfile = (self.logs / "registry.log").open("ab")
+        # No trace exporter: by default it would send spans to an OTLP collector on localhost.
+        proc = subprocess.Popen([str(binary), "serve", str(config)], stdout=logfile, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "OTEL_TRACES_EXPORTER": "none"})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with opener.open(f"http://{address}/v2/", timeout=2) as response:
+                    if response.status == 200:
+                        return address
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                raise RuntimeError(f"the registry exited ({proc.returncode}); see {self.logs / 'registry.log'}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the registry did not answer on {address} within {timeout:.0f}s")
+            time.sleep(0.2)
+
+    def images(self, node: str) -> list[str]:
+        """The image references the node's containerd holds (namespace k8s.io)."""
+        sock = self.state / node / "containerd.sock"
+        return _run("ctr", "--address", str(sock), "-n", "k8s.io", "images", "ls", "-q").stdout.split()
 
     def _save_sysctls(self) -> None:
         saved = STATE_ROOT / "sysctls.json"

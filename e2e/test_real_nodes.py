@@ -2,7 +2,11 @@
 
 A kwokctl cluster of e2e/topologies/real.yaml: two `real: true` nodes (e2e/realnodes.py:
 containerd + kubelet v1.31.4 + kube-proxy each, in network namespaces behind their
-switches' bridges, CoreDNS for names) beside 8 simulated ones. `helm install` puts the
+switches' bridges, CoreDNS for names) beside 8 simulated ones. Every image they run comes
+from a registry, as at a site: the CNCF distribution registry on the host
+(realnodes.Cluster.start_registry), which `make images REGISTRY=... PUSH=1` pushes to and
+the nodes' containerd pull from by reference (nothing is imported from an archive; the
+push and pull times go to real-node-costs.json). `helm install` puts the
 operator, from the image `make images` built here, into a namespace enforcing Pod
 Security `restricted`, with a toleration and node selector that put it on a real node;
 the kubelet runs its probes, the operator reaches the API server through the
@@ -65,6 +69,12 @@ META = DISK.parent / "meta"
 # The xrootd user of switchyard's own XCache image (images/xcache/Containerfile), not OSG's 10940.
 XROOTD_UID = 1094
 COSTS = localcluster.CACHE / "e2e-logs" / CLUSTER / "real-node-costs.json"
+# Where the chart and the facility take their images from: the harness's registry, with a site's path in it.
+REGISTRY = f"{realnodes.REGISTRY}/site"
+OPERATOR_IMAGE, XCACHE_IMAGE, DASK_IMAGE = (f"{REGISTRY}/{name}:0.1.0"
+                                            for name in ("switchyard", "switchyard-xcache", "switchyard-dask"))
+# What `make images ... PUSH=1` pushed: {reference: {"digest", "seconds"}} (the fixture fills it).
+PUSHED: dict[str, dict] = {}
 
 
 def _host_state() -> dict:
@@ -76,19 +86,22 @@ def real():
     realnodes.down(CLUSTER)  # whatever a run that died left behind
     _remove_disks()
     localcluster.down(CLUSTER)
+    nodes = realnodes.Cluster(CLUSTER, localcluster.kubeconfig_path(CLUSTER), registry=REGISTRY)
+    # The host lock first: while another run's real nodes are up, their kubelets' sysctls are the machine's.
+    nodes._take_host()
     before = _host_state()
-    config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / CLUSTER / "realnodes-kwokctl.yaml")
-    kubeconfig = localcluster.up(CLUSTER, TOPOLOGY, config=config)
-    localcluster.install_crds(CLUSTER)
-    nodes = realnodes.Cluster(CLUSTER, kubeconfig)
     try:
-        nodes.up(NODES, images=["pause", "operator"])
+        config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / CLUSTER / "realnodes-kwokctl.yaml")
+        kubeconfig = localcluster.up(CLUSTER, TOPOLOGY, config=config)
+        localcluster.install_crds(CLUSTER)
+        nodes.up(NODES, images=[])   # no archive: the nodes pull every image, pause included, from the registry
+        PUSHED.update(_push_images(nodes))
         yield Cluster(CLUSTER, kubeconfig), nodes, before
     finally:
         _post_mortem()
         if os.environ.get("SWITCHYARD_KEEP_CLUSTER"):  # for a post-mortem; then `make realnodes-down`
             return
-        realnodes.down(CLUSTER)
+        nodes.down()   # and the host lock with it
         _remove_disks()
         if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
             localcluster.down(CLUSTER)
@@ -139,6 +152,53 @@ def _probe_counts(cluster: Cluster, node: str, pod: str) -> dict[tuple[str, str]
     return out
 
 
+def _push_images(nodes: realnodes.Cluster) -> dict[str, dict]:
+    """The registry started on the host, and `make images REGISTRY=<it> PUSH=1`, as a site pushes to its own."""
+    address = nodes.start_registry()
+    # It listens on the host's end of the fabric veth alone: nothing beyond this host and the nodes reaches it.
+    listening = subprocess.run(["ss", "-Hltn", f"sport = :{realnodes.REGISTRY_PORT}"], capture_output=True,
+                               text=True, check=True).stdout.split()
+    assert [field for field in listening if field.endswith(f":{realnodes.REGISTRY_PORT}")] == [address], listening
+    result = subprocess.run(["make", "-C", str(localcluster.REPO), "images", f"REGISTRY={REGISTRY}", "PUSH=1",
+                             "PUSH_TLS_VERIFY=false"], capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, f"make images ... PUSH=1 failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    pushed = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("pushed\t"):
+            _, ref, digest, seconds = line.split("\t")
+            pushed[ref] = {"digest": digest, "seconds": float(seconds.rstrip("s"))}
+    assert {OPERATOR_IMAGE, XCACHE_IMAGE, DASK_IMAGE, nodes.pause_image} <= set(pushed), result.stdout
+    return pushed
+
+
+PULLED = re.compile(r'Successfully pulled image "([^"]+)" in (\S+) \((\S+) including waiting\)'
+                    r'(?:\. Image size: (\d+) bytes)?')
+
+
+def _go_seconds(duration: str) -> float:
+    """A Go duration as the kubelet prints it (1m2.5s, 812ms, 3.25s) in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    return round(sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+)(ms|us|µs|ns|h|m|s)", duration)), 3)
+
+
+def _pulls(cluster: Cluster, namespace: str) -> list[dict]:
+    """The image pulls the kubelets made for pods of `namespace`, from their Pulled events."""
+    out = []
+    for event in cluster.kube.list("Event", namespace):
+        found = PULLED.search(event.get("message", "")) if event.get("reason") == "Pulled" else None
+        if found:
+            out.append({"node": (event.get("source") or {}).get("host"), "pod": event["involvedObject"]["name"],
+                        "image": found[1], "seconds": _go_seconds(found[2]),
+                        "seconds_including_waiting": _go_seconds(found[3]),
+                        "bytes": int(found[4]) if found[4] else None})
+    return sorted(out, key=lambda p: (p["image"], p["node"] or ""))
+
+
+def _ran_pushed(status: dict, image: str) -> None:
+    """The container ran the image `make images ... PUSH=1` pushed, by the digest the registry gave it."""
+    assert status["imageID"] == f"{image.rsplit(':', 1)[0]}@{PUSHED[image]['digest']}", (status, PUSHED.get(image))
+
+
 def test_operator_from_the_chart_runs_on_a_real_node(real):
     cluster, nodes, _ = real
     costs = {"nodes": nodes.nodes}
@@ -156,8 +216,7 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
                     "pod-security.kubernetes.io/enforce-version=latest")
     started = time.monotonic()
     helm(cluster, "install", RELEASE, str(CHART), "-n", namespace, "--wait", "--timeout", "5m",
-         "--set", "image.repository=localhost/switchyard", "--set", "image.tag=0.1.0",
-         "--set", "image.pullPolicy=Never",
+         "--set", f"image.repository={OPERATOR_IMAGE.rsplit(':', 1)[0]}", "--set", "image.tag=0.1.0",
          "--set-json", f"tolerations=[{json.dumps(realnodes.TOLERATION)}]",
          "--set-json", f'nodeSelector={{"{realnodes.REAL_LABEL}": "true"}}')
     # Two replicas: the one that holds the leader Lease reconciles (README, "Several replicas, one leader").
@@ -171,6 +230,17 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
     assert status["podIP"].startswith("10.244."), status.get("podIP")
     assert status["containerStatuses"][0]["state"].get("running"), status["containerStatuses"][0]
     assert status["containerStatuses"][0]["imageID"], "no image ID: the container did not run from an image"
+    # Pulled from the registry by its reference, and no node holds an image it did not pull (no archive import).
+    _ran_pushed(status["containerStatuses"][0], OPERATOR_IMAGE)
+    pulls = wait_for(lambda: [p for p in _pulls(cluster, namespace)
+                              if p["image"] == OPERATOR_IMAGE and p["node"] == node],
+                     timeout=60, what="the kubelet's Pulled event for the operator image")
+    costs["push"] = PUSHED
+    costs["pulls"] = _pulls(cluster, namespace)
+    assert pulls[0]["bytes"], pulls
+    for real_node in nodes.nodes:
+        refs = nodes.images(real_node)
+        assert nodes.pause_image in refs and not [r for r in refs if r.startswith("localhost/")], (real_node, refs)
 
     # The kubelet probed the container: liveness and readiness succeeded, none failed.
     counts = wait_for(lambda: (c := _probe_counts(cluster, node, name)).get(("Liveness", "successful"), 0) >= 1 and c,
@@ -210,7 +280,7 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
     cluster.kube.apply({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "start", "namespace": af_namespace},
         "spec": {"nodeSelector": {"kubernetes.io/hostname": OTHER}, "tolerations": [realnodes.TOLERATION],
-                 "containers": [{"name": "c", "image": realnodes.PAUSE_IMAGE, "imagePullPolicy": "Never"}]},
+                 "containers": [{"name": "c", "image": nodes.pause_image}]},
     })
     wait_for(lambda: (cluster.kube.get("Pod", af_namespace, "start") or {}).get("status", {}).get("phase") == "Running",
              timeout=60, interval=0.1, what="a pause pod Running on a real node")
@@ -265,12 +335,7 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
     origin through the cache endpoint its worker was given."""
     cluster, nodes, _ = real
     costs = json.loads(COSTS.read_text()) if COSTS.exists() else {}
-    started = time.monotonic()
-    nodes.import_images(["xcache"], [CACHE_HOST])  # the only NVMe node: the only cache host
-    costs["import_xcache_seconds"] = round(time.monotonic() - started, 1)
-    started = time.monotonic()
-    nodes.import_images(["dask"])
-    costs["import_dask_seconds_two_nodes"] = round(time.monotonic() - started, 1)
+    # The images come from the registry: the kubelets pull them as the pods start (their times: costs["pulls"]).
     # The pool and the fleet tolerate the real nodes' taint, and the plan puts them there (the facility's
     # switches are theirs). The Dask scheduler is not placed by the plan: the simulated nodes are
     # tainted so that it, too, lands on a real node.
@@ -296,7 +361,7 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
             "targetGbps": 2, "routing": "local",
             "network": {"switches": [{"name": "rack-a", "uplinkGbps": 10}, {"name": "rack-b", "uplinkGbps": 10}]},
             "cachePools": [{
-                "name": "xcache", "image": "localhost/switchyard-xcache:0.1.0", "serveGbps": 5,
+                "name": "xcache", "image": XCACHE_IMAGE, "serveGbps": 5,
                 "origin": {"host": host, "port": int(port)},
                 "storage": {"dataPaths": [str(DISK)], "metaPath": str(META)},
                 "xrootdUser": {"uid": XROOTD_UID, "gid": XROOTD_UID},
@@ -304,7 +369,7 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
                 "resources": {"cpu": "100m", "memory": "2Gi"},
                 "tolerations": [realnodes.TOLERATION],
             }],
-            "fleets": [{"name": "dask", "image": "localhost/switchyard-dask:0.1.0", "replicas": 1, "cores": 1,
+            "fleets": [{"name": "dask", "image": DASK_IMAGE, "replicas": 1, "cores": 1,
                         "memoryGiB": 1, "readGbps": 1, "dask": {"createScheduler": True},
                         "tolerations": [realnodes.TOLERATION]}],
         },
@@ -351,6 +416,20 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
             {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
         cache = caches[0]
         assert all(c["ready"] for c in cache["status"]["containerStatuses"]), cache["status"]
+        # xrootd and the Dask worker run the images pushed to the registry, pulled by their references.
+        _ran_pushed(next(c for c in cache["status"]["containerStatuses"] if c["name"] == "xrootd"), XCACHE_IMAGE)
+        worker_container = workers[0]["spec"]["containers"][0]["name"]
+        _ran_pushed(next(c for c in workers[0]["status"]["containerStatuses"] if c["name"] == worker_container),
+                    DASK_IMAGE)
+        # Every container of the facility's pods (the exporter sidecar and init containers from the operator
+        # image included) ran an image pulled from the registry.
+        ran = {(p["metadata"]["name"], c["name"]): c["imageID"] for p in pods
+               for c in p["status"].get("initContainerStatuses", []) + p["status"].get("containerStatuses", [])}
+        assert set(ran.values()) <= {f"{ref.rsplit(':', 1)[0]}@{v['digest']}" for ref, v in PUSHED.items()}, ran
+        pulls = _pulls(cluster, namespace)
+        costs["pulls"] = costs.get("pulls", []) + pulls
+        assert {(p["image"], p["node"]) for p in pulls} >= {(XCACHE_IMAGE, CACHE_HOST),
+                                                            (DASK_IMAGE, workers[0]["spec"]["nodeName"])}, pulls
         # xrootd runs as the pool's xrootdUser, which owns the disk directories the prepare step made.
         ids = cluster.kubectl("exec", "-n", namespace, cache["metadata"]["name"], "-c", "xrootd", "--", "id", "-u")
         assert ids.strip() == str(XROOTD_UID), ids
