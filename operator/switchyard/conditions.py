@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from .api import reasons
+
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)]}
 _CONTROL.update({ord("\n"): "; ", ord("\t"): " ", 0x2028: "; ", 0x2029: "; "})
@@ -55,19 +57,19 @@ def merge(previous: Sequence[Mapping], generation: int, now: str, **states: Stat
 
 
 def ready(message: str = "") -> dict[str, State]:
-    return {"Ready": State(True, "Ready", message), "Progressing": State(False, "Converged"),
-            "Degraded": State(False, "Healthy")}
+    return {"Ready": State(True, reasons.READY, message), "Progressing": State(False, reasons.CONVERGED),
+            "Degraded": State(False, reasons.HEALTHY)}
 
 
 def progressing(reason: str, message: str) -> dict[str, State]:
     return {"Ready": State(False, reason, message), "Progressing": State(True, reason, message),
-            "Degraded": State(False, "Healthy")}
+            "Degraded": State(False, reasons.HEALTHY)}
 
 
 def failed(reason: str, message: str, degraded: bool = False) -> dict[str, State]:
     """Input or situation that will not work until someone changes something."""
     return {"Ready": State(False, reason, message), "Progressing": State(False, reason, message),
-            "Degraded": State(degraded, reason if degraded else "Healthy", message if degraded else "")}
+            "Degraded": State(degraded, reason if degraded else reasons.HEALTHY, message if degraded else "")}
 
 
 def condition(conditions: Sequence[Mapping] | None, ctype: str) -> Mapping | None:

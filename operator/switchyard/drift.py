@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from . import conditions as cond
+from .api import reasons
 from .clientmap import UNKNOWN
 from .exporterspec import PREFIX
 
-REASON = "PredictionDrift"
+REASON = reasons.PREDICTION_DRIFT
 SERVE = "serve"              # bytes served by a switch's caches
 UPLINK = ("in", "out")       # load on a switch's uplink, towards it and away from it
 Subject = tuple[str, str]    # (switch, SERVE or one of UPLINK): what one verdict is about

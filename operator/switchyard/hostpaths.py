@@ -23,10 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from . import conditions as cond
+from .api import reasons
 
 ENV = "SWITCHYARD_ALLOWED_HOST_PATHS"
 DEFAULT_PREFIXES = ("/mnt/", "/data/", "/srv/")
-REASON = "HostPathNotAllowed"
+REASON = reasons.HOST_PATH_NOT_ALLOWED
 
 
 def _as_prefix(entry: str) -> str | None:

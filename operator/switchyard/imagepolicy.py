@@ -25,9 +25,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from . import conditions as cond
+from .api import reasons
 
 ENV = "SWITCHYARD_ALLOWED_IMAGES"
-REASON = "ImageNotAllowed"
+REASON = reasons.IMAGE_NOT_ALLOWED
 DOCKER_HUB = "docker.io"
 _GLOB = frozenset("*?[")
 

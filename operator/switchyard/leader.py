@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from .api import reasons
 from .apply import ApiError, Kube
 from .metrics import LEADER, serve
 
@@ -226,7 +227,7 @@ class Elector:
                 "metadata": {"generateName": f"{self.name}.", "namespace": self.namespace},
                 "involvedObject": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                    "namespace": self.namespace, "name": self.name},
-                "reason": "LeaderElection", "message": message, "type": "Normal",
+                "reason": reasons.LEADER_ELECTION, "message": message, "type": "Normal",
                 "source": {"component": "switchyard"}, "reportingComponent": "switchyard",
                 "reportingInstance": self.identity,
                 "firstTimestamp": now[:19] + "Z", "lastTimestamp": now[:19] + "Z", "count": 1}, timeout=5)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 from ..api import API_VERSION
 from ..api.analysisfacility import AnalysisFacilitySpec
 from ..api.base import OBJECT_NAME_MAX, Model
 from ..api.plans import FleetPlan, PlanProblem, PoolPlan
-from ..planner import Plan
 from .common import FACILITY_LABEL, child_name, labels
 
 
@@ -36,33 +36,6 @@ def staging_object_name(facility: str) -> str:
     return object_name(facility, "staging")
 
 
-def pool_plan(facility: str, plan: Plan, pool: str, switch_label: str) -> PoolPlan:
-    return PoolPlan(facility=facility, switch_label=switch_label,
-                    hosts={sw: sorted(nodes) for sw, nodes in sorted(plan.placement.caches.get(pool, {}).items())})
-
-
-def fleet_plan(facility: str, spec: AnalysisFacilitySpec, plan: Plan, fleet_key: str, pool_ref: str | None) -> FleetPlan:
-    """A fleet's slice of the plan: its workers per switch and where its caches are."""
-    pool_name = pool_ref or (spec.cache_pools[0].name if spec.cache_pools else None)
-    pool = next((p for p in spec.cache_pools if p.name == pool_name), None)
-    return FleetPlan(
-        facility=facility,
-        switch_label=spec.network.switch_label,
-        workers=dict(sorted(plan.placement.workers.get(fleet_key, {}).items())),
-        # Of those, the ring (hashed) readers per switch: read back as the current placement.
-        hashed=dict(sorted((plan.placement.hashed.get(fleet_key) or {}).items())),
-        pool=pool_object_name(facility, pool.name) if pool else None,
-        pool_port=pool.port if pool else 1094,
-        pool_origin_mode=pool.origin.mode if pool else "fixed",
-        cache_switches=sorted(plan.placement.caches.get(pool_name, {})),
-        routing=dict(sorted(plan.routing.items())),
-        # The ring hashed readers use: cache host (node name) -> weight.
-        cache_ring=dict(sorted((plan.hash_weights.get(pool_name) or {}).items())),
-        # Workers no node of the facility's switches has room for (cores, memory, pod slots).
-        unplaced=plan.unplaced.get(fleet_key, 0),
-    )
-
-
 def refused_fleet_plan(facility: str, spec: AnalysisFacilitySpec, reason: str, message: str) -> FleetPlan:
     """The plan of a fleet the facility could not place: no workers, and why (the fleet's own condition)."""
     return FleetPlan(facility=facility, switch_label=spec.network.switch_label,
@@ -78,20 +51,21 @@ def _child(kind: str, name: str, facility: str, spec: dict, plan: Model | None) 
     return child
 
 
-def build_children(facility: str, spec: AnalysisFacilitySpec, plan: Plan) -> list[dict]:
-    """The inline children, each carrying its slice of the plan (as status.plan)."""
+def build_children(facility: str, spec: AnalysisFacilitySpec, pool_plans: Mapping[str, PoolPlan],
+                   fleet_plans: Mapping[str, FleetPlan]) -> list[dict]:
+    """The inline children, each carrying its slice of the plan (as status.plan), by the pool's or fleet's name."""
     ref = {"facilityRef": {"name": facility}}
     out = []
     for pool in spec.cache_pools:
         body = pool.to_wire()
         body.pop("name")
         out.append(_child("XCachePool", pool_object_name(facility, pool.name), facility, {**body, **ref},
-                          pool_plan(facility, plan, pool.name, spec.network.switch_label)))
+                          pool_plans[pool.name]))
     for fleet in spec.fleets:
         body = fleet.to_wire()
         body.pop("name")
         out.append(_child("WorkerFleet", fleet_object_name(facility, fleet.name), facility, {**body, **ref},
-                          fleet_plan(facility, spec, plan, fleet.name, fleet.pool)))
+                          fleet_plans[fleet.name]))
     if spec.staging is not None:
         out.append(_child("S3Staging", staging_object_name(facility), facility,
                           {**spec.staging.to_wire(), **ref}, None))

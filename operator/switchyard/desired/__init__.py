@@ -18,6 +18,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .. import conditions as cond
+from ..api import reasons
 from ..builders.common import PolicyPeers
 from ..settings import Settings
 from ..topology import format_validation_error
@@ -66,20 +67,21 @@ def awaiting(states: dict[str, cond.State], facility_name: str, facility: Mappin
     (refused, or its planning failed), is named with its reason; one still progressing, with where it is.
     """
     ready = states["Ready"]
-    if ready.status or ready.reason != "AwaitingPlan":
+    if ready.status or ready.reason != reasons.AWAITING_PLAN:
         return states
     if facility is None:
-        return cond.failed("FacilityNotFound", f"AnalysisFacility {facility_name} does not exist in this namespace: "
-                                               f"nothing places this {what} (create it, or correct spec.facilityRef)")
+        return cond.failed(reasons.FACILITY_NOT_FOUND,
+                           f"AnalysisFacility {facility_name} does not exist in this namespace: "
+                           f"nothing places this {what} (create it, or correct spec.facilityRef)")
     conditions = (facility.get("status") or {}).get("conditions")
     theirs, moving = cond.condition(conditions, "Ready"), cond.condition(conditions, "Progressing")
     if theirs is None:
-        return cond.progressing("AwaitingPlan", f"{ready.message} (AnalysisFacility {facility_name} has not "
-                                                "reported yet)")
+        return cond.progressing(reasons.AWAITING_PLAN, f"{ready.message} (AnalysisFacility {facility_name} has not "
+                                                       "reported yet)")
     if theirs.get("status") == "True":
         return states
     said = cond.printable(f"AnalysisFacility {facility_name} is Ready=False {theirs.get('reason', '')}: "
                           f"{theirs.get('message', '')}")
     if (moving or {}).get("status") == "True":
-        return cond.progressing("AwaitingPlan", f"{ready.message}; {said}")
-    return cond.failed("FacilityNotReady", f"{said}; the {what} waits for its plan")
+        return cond.progressing(reasons.AWAITING_PLAN, f"{ready.message}; {said}")
+    return cond.failed(reasons.FACILITY_NOT_READY, f"{said}; the {what} waits for its plan")

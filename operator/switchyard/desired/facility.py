@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 from .. import conditions as cond
 from .. import hostpaths, planner
-from ..api import AnalysisFacilitySpec
+from ..api import AnalysisFacilitySpec, reasons
 from ..api.plans import FleetPlan, PoolPlan, decode
 from ..api.workerfleet import WorkerFleetSpec
-from ..builders.facility import build_children, fleet_object_name, fleet_plan, pool_object_name, refused_fleet_plan
+from ..builders.facility import build_children, fleet_object_name, pool_object_name, refused_fleet_plan
 from ..builders.workerfleet import worker_image
 from ..imagepolicy import refusal
 from ..planner import FleetRequest, Placement, PoolRequest
@@ -35,7 +35,7 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
     keep = {k: v for k, v in (old_status or {}).items() if k in KEPT_STATUS}
     spec, error = validate(AnalysisFacilitySpec, spec_raw)
     if spec is None:
-        return held(keep, cond.failed("InvalidSpec", error))
+        return held(keep, cond.failed(reasons.INVALID_SPEC, error))
     blocked = refusal(_images(spec), settings.images) or hostpaths.refusal(
         [path for pool in spec.cache_pools for path in hostpaths.pool_paths(pool.storage)], settings.host_paths)
     if blocked:
@@ -49,11 +49,12 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
     except planner.Unsatisfiable as exc:
         return held(keep, cond.failed(exc.reason, exc.message, degraded=bool(children)))
     except Exception as exc:  # noqa: BLE001 - a planner fault is this facility's condition, not a crash loop
-        return Outcome(keep, cond.failed("PlanningFailed", f"the planner failed on this input ({type(exc).__name__}); "
+        return Outcome(keep, cond.failed(reasons.PLANNING_FAILED,
+                                         f"the planner failed on this input ({type(exc).__name__}); "
                                          "running children are left as they are", degraded=bool(children)),
                        errors=(cond.printable(f"Planning failed: {type(exc).__name__}: {exc}"),))
 
-    desired = build_children(name, spec, plan)
+    desired = build_children(name, spec, *inline_plans(name, spec, plan))
     plans = tuple((f["metadata"]["name"], refused_fleet_plan(name, spec, *refused[f["metadata"]["name"]])
                    if f["metadata"]["name"] in refused else fleet_plan(name, spec, plan, f["metadata"]["name"], s.pool))
                   for f, s in attached)
@@ -73,6 +74,42 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
                    # fleet_plans: (name, plan) of every valid attached fleet, written to its status.plan;
                    # placed and problems: to judge the children again once they are written (facility_states)
                    extra={"spec": spec, "plan": plan, "fleet_plans": plans, "placed": placed, "problems": problems})
+
+
+def inline_plans(facility: str, spec: AnalysisFacilitySpec, plan: planner.Plan
+                 ) -> tuple[dict[str, PoolPlan], dict[str, FleetPlan]]:
+    """Each inline pool's and fleet's slice of the plan, by its name (what build_children hands them)."""
+    return ({p.name: pool_plan(facility, plan, p.name, spec.network.switch_label) for p in spec.cache_pools},
+            {f.name: fleet_plan(facility, spec, plan, f.name, f.pool) for f in spec.fleets})
+
+
+def pool_plan(facility: str, plan: planner.Plan, pool: str, switch_label: str) -> PoolPlan:
+    """A pool's slice of the plan: its cache hosts per switch."""
+    return PoolPlan(facility=facility, switch_label=switch_label,
+                    hosts={sw: sorted(nodes) for sw, nodes in sorted(plan.placement.caches.get(pool, {}).items())})
+
+
+def fleet_plan(facility: str, spec: AnalysisFacilitySpec, plan: planner.Plan, fleet_key: str,
+               pool_ref: str | None) -> FleetPlan:
+    """A fleet's slice of the plan: its workers per switch and where its caches are."""
+    pool_name = pool_ref or (spec.cache_pools[0].name if spec.cache_pools else None)
+    pool = next((p for p in spec.cache_pools if p.name == pool_name), None)
+    return FleetPlan(
+        facility=facility,
+        switch_label=spec.network.switch_label,
+        workers=dict(sorted(plan.placement.workers.get(fleet_key, {}).items())),
+        # Of those, the ring (hashed) readers per switch: read back as the current placement.
+        hashed=dict(sorted((plan.placement.hashed.get(fleet_key) or {}).items())),
+        pool=pool_object_name(facility, pool.name) if pool else None,
+        pool_port=pool.port if pool else 1094,
+        pool_origin_mode=pool.origin.mode if pool else "fixed",
+        cache_switches=sorted(plan.placement.caches.get(pool_name, {})),
+        routing=dict(sorted(plan.routing.items())),
+        # The ring hashed readers use: cache host (node name) -> weight.
+        cache_ring=dict(sorted((plan.hash_weights.get(pool_name) or {}).items())),
+        # Workers no node of the facility's switches has room for (cores, memory, pod slots).
+        unplaced=plan.unplaced.get(fleet_key, 0),
+    )
 
 
 def facility_states(children: Sequence[dict], problems: Sequence[tuple[str, str]],
@@ -112,8 +149,8 @@ def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[
     for fleet, fleet_spec in attached:
         if fleet_spec.pool is not None and fleet_spec.pool not in pool_names:
             refused[fleet["metadata"]["name"]] = (
-                "UnknownPool", f"pool {fleet_spec.pool!r} is not one of the facility's cache pools "
-                               f"({', '.join(sorted(pool_names)) or 'it has none'})")
+                reasons.UNKNOWN_POOL, f"pool {fleet_spec.pool!r} is not one of the facility's cache pools "
+                                      f"({', '.join(sorted(pool_names)) or 'it has none'})")
     while True:
         requests = [FleetRequest(f["metadata"]["name"], s) for f, s in attached if f["metadata"]["name"] not in refused]
         try:
@@ -131,7 +168,8 @@ def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[
                 try:
                     planner.plan(topology, pools, inline + [request], spec.routing)
                 except Exception as exc:  # noqa: BLE001
-                    refused[request.name] = ("PlanningFailed", f"the planner failed on this fleet ({type(exc).__name__})")
+                    refused[request.name] = (reasons.PLANNING_FAILED,
+                                             f"the planner failed on this fleet ({type(exc).__name__})")
             if not any(r.name in refused for r in requests):
                 raise
         else:
@@ -141,9 +179,10 @@ def plan_with_attached(topology, spec: AnalysisFacilitySpec, attached: Sequence[
                 return with_fair_share(topology, pools, inline + requests, result), refused
             own = [f.name for f in inline if f.name in missing]
             if own or not requests:
-                raise planner.Unsatisfiable("PlanIncomplete", "; ".join(missing[name] for name in own or missing))
+                raise planner.Unsatisfiable(reasons.PLAN_INCOMPLETE,
+                                            "; ".join(missing[name] for name in own or missing))
             for name in missing:
-                refused[name] = ("PlanIncomplete", missing[name])
+                refused[name] = (reasons.PLAN_INCOMPLETE, missing[name])
 
 
 def unaccounted(plan: planner.Plan, fleets: Sequence[FleetRequest]) -> dict[str, str]:
@@ -233,10 +272,10 @@ def children_state(children: Sequence[dict], attached: Sequence[dict] = ()) -> d
         states = cond.ready(f"{len(children)} children ready")
     else:
         names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in not_ready[:5])
-        states = cond.progressing("ChildrenNotReady", f"waiting for {names}")
+        states = cond.progressing(reasons.CHILDREN_NOT_READY, f"waiting for {names}")
     # A child can be Ready and still Degraded (a bucket over quota, a host down).
     if degraded:
-        states["Degraded"] = cond.State(True, "ChildDegraded",
+        states["Degraded"] = cond.State(True, reasons.CHILD_DEGRADED,
                                         ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in degraded[:5]))
     return states
 
@@ -245,12 +284,13 @@ def plan_problems(topology, plan: planner.Plan) -> list[tuple[str, str]]:
     """(reason, message) for what the plan had to do without, most pressing first."""
     problems = []
     if lost := topology.not_ready_nodes:
-        problems.append(("NodesNotReady", f"{len(lost)} node(s) on the facility's switches are NotReady and left "
-                                          f"out of the plan: {', '.join(lost[:5])}{', …' if len(lost) > 5 else ''}"))
+        problems.append((reasons.NODES_NOT_READY,
+                         f"{len(lost)} node(s) on the facility's switches are NotReady and left "
+                         f"out of the plan: {', '.join(lost[:5])}{', …' if len(lost) > 5 else ''}"))
     if plan.unplaced:
-        problems.append(("WorkersUnplaced", ", ".join(f"fleet {name}: {n} worker(s) fit no node"
-                                                      for name, n in sorted(plan.unplaced.items()))))
+        problems.append((reasons.WORKERS_UNPLACED, ", ".join(f"fleet {name}: {n} worker(s) fit no node"
+                                                             for name, n in sorted(plan.unplaced.items()))))
     if unknown := topology.unknown_switch_nodes:
-        problems.append(("NodesOnUnknownSwitch", f"{len(unknown)} node(s) carry a switch not in "
-                                                 f"spec.network.switches, e.g. {unknown[0]}"))
+        problems.append((reasons.NODES_ON_UNKNOWN_SWITCH, f"{len(unknown)} node(s) carry a switch not in "
+                                                          f"spec.network.switches, e.g. {unknown[0]}"))
     return problems

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import conditions as cond
-from ..api import S3StagingSpec, WorkerFleetSpec
+from ..api import S3StagingSpec, WorkerFleetSpec, reasons
 from ..api.plans import FleetPlan, decode
 from ..builders.s3staging import staging_env
 from ..builders.workerfleet import (CHECK_CONTAINER, build_fleet, build_routing_config, engine, pod_selector,
@@ -61,29 +61,31 @@ def fleet_intent(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     base = {"selector": pod_selector(name)}
     spec, error = validate(WorkerFleetSpec, spec_raw)
     if spec is None:
-        return held(base, cond.failed("InvalidSpec", error))
+        return held(base, cond.failed(reasons.INVALID_SPEC, error))
     base["engine"] = engine(spec)
     # Workers and the scheduler; the jitter helper is the operator's own image.
     if blocked := refusal([worker_image(spec)], settings.images):
         return held(base, blocked)
     plan, invalid = decode(FleetPlan, dict(status or {}), spec.facility_ref.name)
     if invalid:
-        return held(base, cond.failed("InvalidPlan", invalid))
+        return held(base, cond.failed(reasons.INVALID_PLAN, invalid))
     if plan is not None and plan.problem is not None:
         # The facility placed none of this fleet, and says why; it re-plans when the fleet changes.
         return held(base, cond.failed(plan.problem.reason, plan.problem.message))
     wake = not accounts_for(plan, spec.replicas)  # new or rescaled: the facility re-plans now
     if plan is None:
-        return held(base, cond.progressing("AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} "
-                                                           "to place this fleet"), wake_facility=wake)
+        return held(base, cond.progressing(reasons.AWAITING_PLAN,
+                                           f"waiting for AnalysisFacility {spec.facility_ref.name} "
+                                           "to place this fleet"), wake_facility=wake)
     env: tuple[dict, ...] = ()
     if spec.staging:
         if staging is None:
-            return held(base, cond.progressing("AwaitingStaging", f"S3Staging {spec.staging} not found"),
+            return held(base, cond.progressing(reasons.AWAITING_STAGING, f"S3Staging {spec.staging} not found"),
                         wake_facility=wake)
         staging_spec, error = validate(S3StagingSpec, staging.get("spec") or {})
         if staging_spec is None:
-            return held(base, cond.progressing("AwaitingStaging", f"S3Staging {spec.staging} is invalid: {error}"),
+            return held(base, cond.progressing(reasons.AWAITING_STAGING,
+                                               f"S3Staging {spec.staging} is invalid: {error}"),
                         wake_facility=wake)
         env = tuple(staging_env(spec.staging, namespace, staging_spec))
     return FleetIntent(spec, plan, env, base, wake, before=status)
@@ -118,7 +120,7 @@ def routing_problem(intent: FleetIntent, routing: Mapping | None) -> cond.State 
     """Degraded=True RoutingUnavailable when the fleet's image, checked, cannot route its reads."""
     if not intent.plan.pool or not routing or routing.get("routes") or routing.get("image") != worker_image(intent.spec):
         return None
-    return cond.State(True, "RoutingUnavailable",
+    return cond.State(True, reasons.ROUTING_UNAVAILABLE,
                       f"workers of image {routing['image']} cannot route root:// reads through XCachePool "
                       f"{intent.plan.pool}: {routing.get('message', '')}")
 
@@ -149,21 +151,22 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
               "switches": switches}
     extra: dict = {"plan": plan, "unaddressed": ring_entries(plan, addresses)[1] if plan.pool else []}
     if not accounts_for(plan, spec.replicas):
-        states = cond.progressing("AwaitingPlan", f"plan has {total} of {spec.replicas} workers; re-planning")
+        states = cond.progressing(reasons.AWAITING_PLAN, f"plan has {total} of {spec.replicas} workers; re-planning")
     elif started < total:
-        states = cond.progressing("RampingUp", f"{started}/{total} workers started, at most "
-                                               f"{spec.ramp_up.max_starts_per_second:g} per second")
+        states = cond.progressing(reasons.RAMPING_UP, f"{started}/{total} workers started, at most "
+                                                      f"{spec.ramp_up.max_starts_per_second:g} per second")
         # Come back when a few starts' worth of tokens have accrued (at most a second).
         extra["retry_seconds"] = min(1.0, max(0.25, 5 / spec.ramp_up.max_starts_per_second))
     elif plan.unplaced:
         # The placed workers run; the rest start when a re-plan finds room (nodes added or freed).
-        states = cond.failed("InsufficientCapacity", f"{plan.unplaced} of {spec.replicas} workers fit no node on the "
-                                                     f"facility's switches (cores, memory or pod slots); {ready}/{total} "
-                                                     "placed workers ready")
+        states = cond.failed(reasons.INSUFFICIENT_CAPACITY,
+                             f"{plan.unplaced} of {spec.replicas} workers fit no node on the "
+                             f"facility's switches (cores, memory or pod slots); {ready}/{total} "
+                             "placed workers ready")
     elif ready == total:
         states = cond.ready(f"{ready} worker(s) ready on {len(switches)} switch(es)")
     else:
-        states = cond.progressing("WorkersStarting", f"{ready}/{total} workers ready")
+        states = cond.progressing(reasons.WORKERS_STARTING, f"{ready}/{total} workers ready")
     events: tuple[tuple[str, str, str], ...] = ()
     if plan.pool and routing and routing.get("image") == worker_image(spec):
         status["routing"] = dict(routing)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .. import conditions as cond
 from .. import hostpaths
-from ..api import XCachePoolSpec
+from ..api import XCachePoolSpec, reasons
 from ..api.plans import PoolPlan, decode
 from ..builders.xcachepool import build_pool, endpoint
 from ..cachedisk import HostDisk, UnmountedDisk, full_hosts_message, unmounted_message
@@ -57,7 +57,7 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     """
     spec, error = validate(XCachePoolSpec, spec_raw)
     if spec is None:
-        return held({}, cond.failed("InvalidSpec", error))
+        return held({}, cond.failed(reasons.INVALID_SPEC, error))
     if blocked := refusal([spec.image], settings.images) or \
             hostpaths.refusal(hostpaths.pool_paths(spec.storage), settings.host_paths):
         # Nothing is rendered, applied or pruned: running hosts keep their disks and config.
@@ -66,10 +66,11 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
         return held({}, problem)
     plan, invalid = decode(PoolPlan, dict(status or {}), spec.facility_ref.name)
     if invalid:
-        return held({}, cond.failed("InvalidPlan", invalid))
+        return held({}, cond.failed(reasons.INVALID_PLAN, invalid))
     if plan is None:
-        return held({}, cond.progressing("AwaitingPlan", f"waiting for AnalysisFacility {spec.facility_ref.name} "
-                                                         "to place this pool"))
+        return held({}, cond.progressing(reasons.AWAITING_PLAN,
+                                         f"waiting for AnalysisFacility {spec.facility_ref.name} "
+                                         "to place this pool"))
     hosts = {sw: list(h) for sw, h in plan.hosts.items()}
     children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image,
                           clients=client_networks(nodes, plan.switch_label))
@@ -91,15 +92,15 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     if planned and ready == planned:
         states = cond.ready(f"{ready} cache host(s) ready on {len(switches)} switch(es)")
     else:
-        states = cond.progressing("HostsStarting", f"{ready}/{planned} cache hosts ready")
+        states = cond.progressing(reasons.HOSTS_STARTING, f"{ready}/{planned} cache hosts ready")
     planned_hosts = {h for hs in hosts.values() for h in hs}
     lagging = [s["switch"] for s in switches
                if s["ready"] < s["desired"] and workloads.get(s["switch"], {}).get("current", 0) >= s["desired"]]
     not_mounted = unmounted_message(tuple(d for d in unmounted if d.host in planned_hosts))
     problems = [(reason, message) for reason, message in (
-        ("DiskNotMounted", not_mounted),
-        ("HostsNotReady", f"hosts not ready on {', '.join(lagging)}" if lagging else ""),
-        ("SpacePastHighWatermark", full_hosts_message(list(reports))),
+        (reasons.DISK_NOT_MOUNTED, not_mounted),
+        (reasons.HOSTS_NOT_READY, f"hosts not ready on {', '.join(lagging)}" if lagging else ""),
+        (reasons.SPACE_PAST_HIGH_WATERMARK, full_hosts_message(list(reports))),
     ) if message]
     if problems:
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
@@ -116,7 +117,8 @@ def degraded_events(before: Mapping | None, after: cond.State, news: str = "") -
     if after.status and (not was or changed):
         return (("Warning", after.reason, after.message),)
     if was and not after.status:
-        return (("Normal", "Recovered", "No longer degraded: every planned host is ready and below its high water mark"),)
+        return (("Normal", reasons.RECOVERED,
+                 "No longer degraded: every planned host is ready and below its high water mark"),)
     return ()
 
 
@@ -127,11 +129,11 @@ def tls_secret_problem(spec: XCachePoolSpec, secrets: Mapping[str, dict | None])
         return None
     secret = secrets[wanted]
     if secret is None:
-        return cond.progressing("TLSSecretNotFound", f"Secret {wanted} (auth.tlsSecret) does not exist")
+        return cond.progressing(reasons.TLS_SECRET_NOT_FOUND, f"Secret {wanted} (auth.tlsSecret) does not exist")
     data = secret.get("data") or {}
     if secret.get("type") != "kubernetes.io/tls" or not data.get("tls.crt") or not data.get("tls.key"):
-        return cond.failed("TLSSecretInvalid", f"Secret {wanted} (auth.tlsSecret) must be of type "
-                                               "kubernetes.io/tls with tls.crt and tls.key")
+        return cond.failed(reasons.TLS_SECRET_INVALID, f"Secret {wanted} (auth.tlsSecret) must be of type "
+                                                       "kubernetes.io/tls with tls.crt and tls.key")
     return None
 
 

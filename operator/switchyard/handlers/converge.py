@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 
 from .. import conditions as cond
+from ..api import reasons
 from ..apply import ApiError, SyncResult, child_key, sync_children
 from ..builders.common import SWITCH_LABEL
 from ..settings import current
@@ -70,7 +71,7 @@ class ChildRefused(Refused):
         self.error = error
 
     def states(self) -> dict[str, cond.State]:
-        return cond.failed("ChildRefused", cond.printable(
+        return cond.failed(reasons.CHILD_REFUSED, cond.printable(
             f"the API server refused a child ({self.error.status} {self.error.reason}): {self.error.message}"))
 
 
@@ -83,9 +84,10 @@ class NameTaken(Refused):
 
     def states(self) -> dict[str, cond.State]:
         shown = ", ".join(k.replace("/", " ") for k in self.keys[:5]) + (", …" if len(self.keys) > 5 else "")
-        return cond.failed("ChildNameTaken", f"{shown}: the name is held by an object of another owner; rename "
-                                             "this object (or its pools, fleets or switches) so that its children's "
-                                             "names are free. Nothing of the other owner was changed")
+        return cond.failed(reasons.CHILD_NAME_TAKEN,
+                           f"{shown}: the name is held by an object of another owner; rename "
+                           "this object (or its pools, fleets or switches) so that its children's "
+                           "names are free. Nothing of the other owner was changed")
 
 
 def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
@@ -196,6 +198,6 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
         else:
             continue
         if kube().delete("Pod", namespace, pod["metadata"]["name"], uid=pod["metadata"]["uid"]):
-            ObjectEvents(body, logger).info(f"Deleted pod {pod['metadata']['name']}: {why}", reason="Rescheduled")
+            ObjectEvents(body, logger).info(f"Deleted pod {pod['metadata']['name']}: {why}", reason=reasons.RESCHEDULED)
             evicted += 1
     return evicted

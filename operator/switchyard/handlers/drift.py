@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .. import drift
+from ..api import reasons
 from ..metrics import export_drift
 from ..settings import current
 from .exporters import read_all, ready_cache_pods
@@ -118,7 +119,8 @@ def _announce(body: Mapping, assessment: drift.Assessment, logger) -> None:
                        reason=drift.REASON)
     if assessment.cleared:
         why = "the facility is idle" if assessment.idle else "observed and predicted agree again"
-        events.info(f"Prediction drift cleared on {_names(assessment.cleared)}: {why}", reason="PredictionAgrees")
+        events.info(f"Prediction drift cleared on {_names(assessment.cleared)}: {why}",
+                    reason=reasons.PREDICTION_AGREES)
 
 
 def _names(subjects) -> str:

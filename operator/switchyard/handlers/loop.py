@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import kopf
 
 from .. import conditions as cond
-from ..api import GROUP, VERSION
+from ..api import GROUP, VERSION, reasons
 from ..apply import ApiError
 from ..metrics import RECONCILE_SECONDS, RECONCILES
 from ..settings import current
@@ -107,7 +107,7 @@ def report_failure(kind: str, body, exc: Exception, logger) -> None:
     """An unexpected error in a reconcile: one log line and Ready=False ReconcileFailed, not a traceback loop."""
     logger.error(cond.printable(f"Reconcile failed ({type(exc).__name__}: {exc}); it runs again at the next tick"))
     try:
-        write_status(kind, body, {}, cond.failed("ReconcileFailed", f"the operator failed on this object "
+        write_status(kind, body, {}, cond.failed(reasons.RECONCILE_FAILED, f"the operator failed on this object "
                                                  f"({type(exc).__name__}); see its log. Running children are "
                                                  "left as they are"), logger)
     except Exception as again:  # noqa: BLE001 - the status write itself may be what fails

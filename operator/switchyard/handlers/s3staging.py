@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import kopf
 
 from .. import conditions as cond
-from ..api import GROUP, VERSION, S3StagingSpec
+from ..api import GROUP, VERSION, S3StagingSpec, reasons
 from ..builders.s3staging import (ACCESS_KEY, CHILD_KINDS, SECRET_KEY, build_staging, consumer_secret_name,
                                   endpoint_url, region, root_secret_name)
 from ..imagepolicy import refusal
@@ -67,18 +67,21 @@ def _decode(secret_name: str, data: dict, key: str) -> str:
     try:
         return base64.b64decode(data[key], validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise Blocked("CredentialsInvalid", f"Secret {secret_name}: {key!r} is not base64-encoded text") from None
+        raise Blocked(reasons.CREDENTIALS_INVALID,
+                      f"Secret {secret_name}: {key!r} is not base64-encoded text") from None
 
 
 def read_keys(namespace: str, secret_name: str) -> Credentials:
     """'accessKey' and 'secretKey' of a Secret (through the apply module); never logged."""
     secret = kube().get("Secret", namespace, secret_name)
     if secret is None:
-        raise Blocked("CredentialsMissing", f"Secret {secret_name} not found; it must hold {ACCESS_KEY!r} and {SECRET_KEY!r}")
+        raise Blocked(reasons.CREDENTIALS_MISSING,
+                      f"Secret {secret_name} not found; it must hold {ACCESS_KEY!r} and {SECRET_KEY!r}")
     data = secret.get("data") or {}
     missing = [k for k in (ACCESS_KEY, SECRET_KEY) if not data.get(k)]
     if missing:
-        raise Blocked("CredentialsMissing", f"Secret {secret_name} has no {' or '.join(repr(k) for k in missing)}")
+        raise Blocked(reasons.CREDENTIALS_MISSING,
+                      f"Secret {secret_name} has no {' or '.join(repr(k) for k in missing)}")
     return Credentials(_decode(secret_name, data, ACCESS_KEY), _decode(secret_name, data, SECRET_KEY))
 
 
@@ -143,17 +146,19 @@ def _remove_series(labels: tuple[str, str, str]) -> None:
 
 def _announce(uid: str, url: str, obs: Observation, events: ObjectEvents) -> None:
     for bucket in obs.created:
-        events.info(f"Created bucket {bucket} on {url}", reason="BucketCreated")
+        events.info(f"Created bucket {bucket} on {url}", reason=reasons.BUCKET_CREATED)
     for bucket, days in obs.rules_set:
-        events.info(f"Set the lifetime of bucket {bucket} to {days} day(s) (lifecycle rule)", reason="LifetimeSet")
+        events.info(f"Set the lifetime of bucket {bucket} to {days} day(s) (lifecycle rule)",
+                    reason=reasons.LIFETIME_SET)
     for bucket, (removed, size) in sorted(obs.swept.items()):
-        events.info(f"Swept {removed} expired object(s) ({human_bytes(size)}) from bucket {bucket}", reason="Swept")
+        events.info(f"Swept {removed} expired object(s) ({human_bytes(size)}) from bucket {bucket}",
+                    reason=reasons.SWEPT)
     over = frozenset(line.split(":", 1)[0] for line in obs.over_quota)
     if obs.error is None and over != _over_quota.get(uid, frozenset()):
         if over:
-            events.warning("Over quota: " + "; ".join(obs.over_quota), reason="OverQuota")
+            events.warning("Over quota: " + "; ".join(obs.over_quota), reason=reasons.OVER_QUOTA)
         else:
-            events.info("Every bucket is within its quota again", reason="WithinQuota")
+            events.info("Every bucket is within its quota again", reason=reasons.WITHIN_QUOTA)
         _over_quota[uid] = over
 
 
@@ -182,7 +187,7 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     spec, error = validate(S3StagingSpec, body["spec"])
     if spec is None:
-        write_status(KIND, body, {}, cond.failed("InvalidSpec", error), logger)
+        write_status(KIND, body, {}, cond.failed(reasons.INVALID_SPEC, error), logger)
         return
     if spec.embedded and (refused := refusal([spec.embedded.image], current().images)):
         write_status(KIND, body, {}, refused, logger)
@@ -209,7 +214,7 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
         ready = sum(w["ready"] for w in workloads_of(statefulset_index or {}, uid) if w["kind"] == "StatefulSet")
         if ready < spec.embedded.servers:
             write_status(KIND, body, base, cond.progressing(
-                "MinIOStarting", f"{ready}/{spec.embedded.servers} MinIO server(s) ready"), logger)
+                reasons.MINIO_STARTING, f"{ready}/{spec.embedded.servers} MinIO server(s) ready"), logger)
             return
 
     obs = tracker.observe(client_for(uid, access), spec, datetime.datetime.now(datetime.timezone.utc),
@@ -247,7 +252,7 @@ def reclaim_on_delete(body, logger, retry: int = 0, **_) -> None:
     if spec is None or spec.reclaim_policy == "Retain" or not spec.buckets:
         if spec is not None and spec.buckets:
             events.info(f"Retained bucket(s) {', '.join(b.name for b in spec.buckets)} and their data "
-                        f"on {endpoint_url(name, namespace, spec)} (reclaimPolicy Retain)", reason="Retained")
+                        f"on {endpoint_url(name, namespace, spec)} (reclaimPolicy Retain)", reason=reasons.RETAINED)
         forget(uid, namespace, name)
         return
     url = endpoint_url(name, namespace, spec)
@@ -268,15 +273,16 @@ def reclaim_on_delete(body, logger, retry: int = 0, **_) -> None:
         patience = current().s3_delete_patience
         if attempt >= patience:
             message += f"; {release_hint(namespace, name)}"
-            states = cond.failed("DeletionBlocked", message, degraded=True)
+            states = cond.failed(reasons.DELETION_BLOCKED, message, degraded=True)
             if attempt == patience or (attempt - patience) % patience == 0:
-                events.warning(message, reason="DeletionBlocked")
+                events.warning(message, reason=reasons.DELETION_BLOCKED)
         else:
-            states = cond.progressing("Deleting", message)
+            states = cond.progressing(reasons.DELETING, message)
             if attempt == 1:
-                events.warning(message, reason="DeletionRetrying")
+                events.warning(message, reason=reasons.DELETION_RETRYING)
         write_status(KIND, body, {"endpoint": url, "credentialsSecret": consumer_secret_name(name)}, states, logger)
         raise kopf.TemporaryError(message, delay=delay) from None
     total = sum(removed.values())
-    events.info(f"Deleted bucket(s) {names} and {total} object(s) from {url} (reclaimPolicy Delete)", reason="Reclaimed")
+    events.info(f"Deleted bucket(s) {names} and {total} object(s) from {url} (reclaimPolicy Delete)",
+                reason=reasons.RECLAIMED)
     forget(uid, namespace, name)

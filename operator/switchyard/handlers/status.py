@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 import kopf
 
 from .. import conditions as cond
-from ..api import KINDS
+from ..api import KINDS, reasons
 from ..desired import awaiting
 from .client import kube
 
@@ -68,7 +68,7 @@ def next_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.S
 def why_waiting(states: dict[str, cond.State], namespace: str, facility: str | None,
                 what: str = "fleet") -> dict[str, cond.State]:
     """States that wait for a plan say what the facility says (desired.awaiting): one read, only while waiting."""
-    if states["Ready"].reason != "AwaitingPlan" or not facility:
+    if states["Ready"].reason != reasons.AWAITING_PLAN or not facility:
         return states
     return awaiting(states, facility, kube().get("AnalysisFacility", namespace, facility), what)
 
@@ -85,7 +85,7 @@ def write_status(kind: str, body: Mapping, status: dict, states: dict[str, cond.
         text = f"Ready={after['status']} ({after['reason']})" + (f": {after['message']}" if after["message"] else "")
         events = ObjectEvents(body, logger)
         if after["status"] == "True":
-            events.info(text, reason="Ready")
+            events.info(text, reason=reasons.READY)
         else:
             events.warning(text, reason=after["reason"])
     meta = body["metadata"]

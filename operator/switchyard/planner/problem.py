@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..api import reasons
 from ..api.units import MIN_GBPS
 from ..api.xcachepool import EXPORTER_REQUESTS
 from ..topology import Host, Topology, parse_quantity
@@ -151,8 +152,9 @@ def fleet_pool_index(fleet: FleetRequest, pools: list[PoolRequest]) -> int | Non
     for i, pool in enumerate(pools):
         if pool.name == fleet.pool:
             return i
-    raise Unsatisfiable("UnknownPool", f"fleet {fleet.name}: pool {fleet.pool!r} is not one of the facility's cache pools "
-                                       f"({', '.join(p.name for p in pools)})", fleet=fleet.name)
+    raise Unsatisfiable(reasons.UNKNOWN_POOL,
+                        f"fleet {fleet.name}: pool {fleet.pool!r} is not one of the facility's cache pools "
+                        f"({', '.join(p.name for p in pools)})", fleet=fleet.name)
 
 
 def host_eligible(host: Host, pool: PoolRequest) -> bool:
@@ -183,8 +185,9 @@ def _check_numbers(topology: Topology, pools: list[PoolRequest], fleets: list[Fl
 
 def _floor(value: float, what: str, fleet: str | None = None) -> None:
     if not (math.isfinite(value) and value >= MIN_GBPS):
-        raise Unsatisfiable("DegenerateCapacity", f"{what} is {value:g} Gbps: the planner takes {MIN_GBPS:g} Gbps "
-                                                  "and more (and finite)", fleet=fleet)
+        raise Unsatisfiable(reasons.DEGENERATE_CAPACITY,
+                            f"{what} is {value:g} Gbps: the planner takes {MIN_GBPS:g} Gbps "
+                            "and more (and finite)", fleet=fleet)
 
 
 def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest]) -> Problem:
@@ -226,12 +229,12 @@ def _check_satisfiable(problem: Problem) -> None:
     for i, pool in enumerate(problem.pools):
         if not any(i in c.eligible and cache_fits(pool, c) for s in problem.switches for c in s.classes) \
                 or pool.max_hosts_per_switch == 0:
-            raise Unsatisfiable("NoEligibleCacheNodes",
+            raise Unsatisfiable(reasons.NO_ELIGIBLE_CACHE_NODES,
                                 f"pool {pool.name}: no schedulable node with its NVMe label (and matching its "
                                 f"nodeSelector and tolerations, with room for the cache pod) on any of the facility's switches")
     for j, fleet in enumerate(problem.fleets):
         if fleet.replicas and not any(problem.slots(j, c) for s in problem.switches for c in s.classes):
-            raise Unsatisfiable("NoNodeFitsWorker",
+            raise Unsatisfiable(reasons.NO_NODE_FITS_WORKER,
                                 f"fleet {fleet.name}: no node its tolerations admit has {fleet.cpu_millis // 1000} cores, "
                                 f"{fleet.memory_bytes / GIB:g} GiB and a pod free for one worker",
                                 fleet=fleet.name)

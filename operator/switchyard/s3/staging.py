@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import conditions as cond
+from ..api import reasons
 from ..api.s3staging import Bucket, S3StagingBody
 from .client import S3, S3Error, Usage
 
@@ -183,14 +184,14 @@ def over_quota(spec: S3StagingBody, buckets: list[dict]) -> list[str]:
         if entry is None:
             continue
         limit = quota_bytes(bucket)
-        reasons = []
+        excess = []
         if limit and entry["bytes"] > limit:
-            reasons.append(f"{human_bytes(entry['bytes'])} of {human_bytes(limit)} quota "
-                           f"({100 * entry['bytes'] / limit:.0f}%, {entry['bytes']} > {limit} bytes)")
+            excess.append(f"{human_bytes(entry['bytes'])} of {human_bytes(limit)} quota "
+                          f"({100 * entry['bytes'] / limit:.0f}%, {entry['bytes']} > {limit} bytes)")
         if bucket.quota_objects and entry["objects"] > bucket.quota_objects:
-            reasons.append(f"{entry['objects']} objects of {bucket.quota_objects} allowed")
-        if reasons:
-            lines.append(f"bucket {bucket.name}: " + "; ".join(reasons))
+            excess.append(f"{entry['objects']} objects of {bucket.quota_objects} allowed")
+        if excess:
+            lines.append(f"bucket {bucket.name}: " + "; ".join(excess))
     return lines
 
 
@@ -198,19 +199,20 @@ def over_quota_reported(conditions) -> frozenset[str]:
     """The buckets ("bucket NAME") a Degraded=True OverQuota condition names, as `assess` wrote it: what a
     new leader (or a restarted operator) has already announced, so that it does not announce it again."""
     degraded = cond.condition(conditions, "Degraded")
-    if not degraded or degraded.get("status") != "True" or degraded.get("reason") != "OverQuota":
+    if not degraded or degraded.get("status") != "True" or degraded.get("reason") != reasons.OVER_QUOTA:
         return frozenset()
     return frozenset(part.split(":", 1)[0] for part in (degraded.get("message") or "").split("; ")
                      if part.startswith("bucket ") and ":" in part)
 
 
-REASONS = {"unreachable": "EndpointUnreachable", "timeout": "EndpointUnreachable", "tls": "EndpointTLSError",
-           "auth": "AccessDenied", "unsupported": "LifecycleUnsupported", "throttled": "EndpointThrottling",
-           "quota": "EndpointFull", "conflict": "BucketConflict"}
+REASONS = {"unreachable": reasons.ENDPOINT_UNREACHABLE, "timeout": reasons.ENDPOINT_UNREACHABLE,
+           "tls": reasons.ENDPOINT_TLS_ERROR, "auth": reasons.ACCESS_DENIED,
+           "unsupported": reasons.LIFECYCLE_UNSUPPORTED, "throttled": reasons.ENDPOINT_THROTTLING,
+           "quota": reasons.ENDPOINT_FULL, "conflict": reasons.BUCKET_CONFLICT}
 
 
 def error_reason(error: S3Error) -> str:
-    return REASONS.get(error.kind, "S3Error")
+    return REASONS.get(error.kind, reasons.S3_ERROR)
 
 
 def assess(spec: S3StagingBody, obs: Observation, url: str) -> dict[str, cond.State]:
@@ -224,7 +226,7 @@ def assess(spec: S3StagingBody, obs: Observation, url: str) -> dict[str, cond.St
                 "Degraded": cond.State(True, reason, message)}
     states = cond.ready(f"{len(spec.buckets)} bucket(s) on {url}")
     if obs.over_quota:
-        states["Degraded"] = cond.State(True, "OverQuota", "; ".join(obs.over_quota))
+        states["Degraded"] = cond.State(True, reasons.OVER_QUOTA, "; ".join(obs.over_quota))
     return states
 
 

@@ -9,6 +9,7 @@ from switchyard.builders.facility import build_children
 from switchyard.builders.workerfleet import build_fleet, worker_command
 from switchyard.builders.xcachepool import build_pool
 from switchyard.cachedisk import PREPARE_CONTAINER
+from switchyard.desired.facility import inline_plans
 from switchyard.planner import FleetRequest, PoolRequest, plan
 from switchyard.topology import TopologyFile, snapshot
 
@@ -38,7 +39,7 @@ def test_child_names_are_stable_and_bounded():
 
 
 def test_facility_children_carry_their_plan_slice():
-    children = build_children("af", FACILITY, the_plan())
+    children = build_children("af", FACILITY, *inline_plans("af", FACILITY, the_plan()))
     assert [c["kind"] for c in children] == ["XCachePool", "WorkerFleet"]
     pool_plan = PoolPlan.model_validate(children[0]["status"]["plan"])
     assert pool_plan.hosts == {"sw1": ["sw1-c-0", "sw1-c-1"]} and pool_plan.facility == "af"
@@ -50,7 +51,7 @@ def test_facility_children_carry_their_plan_slice():
 
 
 def test_pool_is_one_statefulset_per_switch_pinned_to_its_hosts():
-    children = build_children("af", FACILITY, the_plan())
+    children = build_children("af", FACILITY, *inline_plans("af", FACILITY, the_plan()))
     data = children[0]["status"]["plan"]
     spec = XCachePoolSpec.model_validate(children[0]["spec"])
     objs = build_pool("af-xc", spec, data["hosts"], data["switchLabel"], "img:1")
@@ -67,7 +68,7 @@ def test_pool_is_one_statefulset_per_switch_pinned_to_its_hosts():
 
 
 def test_fleet_deployments_follow_the_plan_and_name_their_cache():
-    children = build_children("af", FACILITY, the_plan())
+    children = build_children("af", FACILITY, *inline_plans("af", FACILITY, the_plan()))
     data = FleetPlan.model_validate(children[1]["status"]["plan"])
     spec = WorkerFleetSpec.model_validate(children[1]["spec"])
     objs = build_fleet("af-dask", "ns", spec, data, helper_image="img:1")
@@ -92,7 +93,7 @@ def quantity(text: str) -> float:
 def test_worker_pods_are_guaranteed_qos_with_the_jitter_init_container():
     # Every container, the init containers too, with CPU and memory limits equal to its requests:
     # otherwise the kubelet puts the workers in the Burstable class, first to be evicted.
-    children = build_children("af", FACILITY, the_plan())
+    children = build_children("af", FACILITY, *inline_plans("af", FACILITY, the_plan()))
     spec = WorkerFleetSpec.model_validate({**children[1]["spec"], "rampUp": {"jitterSeconds": 30}})
     objs = build_fleet("af-dask", "ns", spec, FleetPlan.model_validate(children[1]["status"]["plan"]), helper_image="img:1")
     for dep in objs:
@@ -175,7 +176,7 @@ def test_a_switch_with_local_and_ring_readers_of_one_fleet_gets_a_deployment_for
 
 
 def test_planned_split_switches_are_realised_with_the_planned_counts():
-    children = build_children("af", FACILITY, the_plan())
+    children = build_children("af", FACILITY, *inline_plans("af", FACILITY, the_plan()))
     data = FleetPlan.model_validate(children[1]["status"]["plan"])
     spec = WorkerFleetSpec.model_validate(children[1]["spec"])
     objs = build_fleet("af-dask", "ns", spec, data, helper_image="img:1")

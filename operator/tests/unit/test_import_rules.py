@@ -1,5 +1,8 @@
 """The house rules of the code, checked on its imports and calls (docs/architecture.md).
 
+- Every module of switchyard imports only what its row of the table allows
+  (switchyard/generate/layout.py, from which `make generate` writes the table in
+  docs/architecture.md), or one of the exemptions listed there with its reason.
 - The pure core (api, topology, planner, builders, xrootd rendering, desired
   state, and the small pure modules beside them) imports neither kopf nor the
   kubernetes client, nor the apply module, nor a handler: it runs without a
@@ -17,6 +20,8 @@ import pathlib
 
 import pytest
 
+from switchyard.generate.layout import ANY, EXEMPTIONS, RULES, Rule
+
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
 PURE = ["api", "topology.py", "planner", "builders", "xrootd", "desired", "conditions.py", "hostpaths.py",
         "imagepolicy.py", "settings.py", "exporterspec.py", "cachedisk.py", "initreports.py", "drift.py", "rampup.py",
@@ -32,18 +37,24 @@ def modules(*parts: str) -> list[pathlib.Path]:
     return out
 
 
-def imported(path: pathlib.Path) -> set[str]:
-    """Absolute names of every module `path` imports (relative imports resolved)."""
+def _imports(path: pathlib.Path):
+    """(module, the names imported from it; none for `import module`) of every import in `path`,
+    relative imports resolved."""
     package = ["switchyard", *path.relative_to(PACKAGE).parent.parts]
-    names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            yield from ((alias.name, ()) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join([*base, node.module] if node.module else base)
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
+            yield ".".join([*base, node.module] if node.module else base), tuple(a.name for a in node.names)
+
+
+def imported(path: pathlib.Path) -> set[str]:
+    """Absolute names of every module `path` imports (relative imports resolved)."""
+    names = set()
+    for module, aliases in _imports(path):
+        names.add(module)
+        names.update(f"{module}.{alias}" for alias in aliases)
     return names
 
 
@@ -100,3 +111,76 @@ def test_only_the_gateway_backend_uses_the_async_client():
     users = [str(p.relative_to(PACKAGE)) for p in modules(".")
              if any(n == "kubernetes_asyncio" or n.startswith("kubernetes_asyncio.") for n in imported(p))]
     assert users == ["gateway/backend.py"]
+
+
+def _module_file(dotted: str) -> str | None:
+    """switchyard.a.b -> "a/b.py" or "a/b/__init__.py"; None for a name that is not a module."""
+    path = PACKAGE.joinpath(*dotted.split(".")[1:])
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if path != PACKAGE and candidate.is_file():
+            return str(candidate.relative_to(PACKAGE))
+    return None
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    """The modules of switchyard `path` imports, as paths; `from pkg import module` imports that module."""
+    out = set()
+    for module, aliases in _imports(path):
+        if module == "switchyard" or module.startswith("switchyard."):
+            submodules = {_module_file(f"{module}.{alias}") for alias in aliases} - {None}
+            out.update(submodules if len(submodules) == len(aliases) > 0 else {*submodules, _module_file(module)})
+    return out - {None, str(path.relative_to(PACKAGE))}
+
+
+def _covers(unit: str, module: str) -> bool:
+    return module.startswith(unit) if unit.endswith("/") else module == unit
+
+
+def row_of(module: str) -> Rule:
+    rows = [rule for rule in RULES if any(_covers(u, module) for u in rule.units)]
+    assert len(rows) == 1, f"{module}: {len(rows)} rows of the table name it (switchyard/generate/layout.py)"
+    return rows[0]
+
+
+def table_breaks(edges) -> list[tuple[str, str]]:
+    """(importer, imported) pairs the table does not allow; the package's own __init__ is neutral."""
+    out = []
+    for importer, imported in edges:
+        rule = row_of(importer)
+        allowed = (*rule.units, *rule.may_import)
+        if imported != "__init__.py" and ANY not in allowed and not any(_covers(u, imported) for u in allowed):
+            out.append((importer, imported))
+    return out
+
+
+def package_imports() -> list[tuple[str, str]]:
+    return sorted((str(p.relative_to(PACKAGE)), m) for p in modules(".") for m in imported_modules(p)
+                  if p != PACKAGE / "__init__.py")
+
+
+EXEMPT = {(e.importer, e.imported) for e in EXEMPTIONS}
+
+
+def test_every_module_has_one_row_of_the_table():
+    for path in modules("."):
+        if path != PACKAGE / "__init__.py":
+            row_of(str(path.relative_to(PACKAGE)))
+
+
+def test_every_import_follows_the_table():
+    breaks = [edge for edge in table_breaks(package_imports()) if edge not in EXEMPT]
+    assert breaks == [], "allow it in switchyard/generate/layout.py (then make generate), or move the code"
+
+
+def test_every_exemption_is_still_needed():
+    assert sorted(EXEMPT - set(table_breaks(package_imports()))) == []
+
+
+def test_the_table_check_finds_a_planted_break():
+    assert "planner/__init__.py" in imported_modules(PACKAGE / "desired" / "facility.py")
+    assert "conditions.py" in imported_modules(PACKAGE / "hostpaths.py")  # from . import conditions as cond
+    planted = [("builders/facility.py", "planner/__init__.py"), ("api/base.py", "topology.py"),
+               ("gateway/manifests.py", "builders/workerfleet.py"), ("routing/rule.py", "planner/solver.py")]
+    kept = [("desired/facility.py", "planner/__init__.py"), ("gateway/manifests.py", "builders/common.py"),
+            ("routing/rule.py", "planner/hashing.py"), ("cli.py", "handlers/__init__.py")]
+    assert table_breaks(planted + kept) == planted

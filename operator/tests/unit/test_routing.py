@@ -206,7 +206,7 @@ def test_a_pool_of_forwarding_proxies_is_given_the_origin_url_in_the_path():
 @pytest.mark.parametrize("mode", ["fixed", "forward"])
 def test_the_facility_tells_its_fleets_the_pools_origin_mode(mode):
     from switchyard.api import AnalysisFacilitySpec
-    from switchyard.builders.facility import fleet_plan
+    from switchyard.desired.facility import fleet_plan
     from switchyard.planner import FleetRequest, PoolRequest, plan
     from switchyard.topology import TopologyFile, snapshot
 

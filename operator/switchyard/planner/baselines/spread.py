@@ -6,6 +6,7 @@ can be compared with the switch-aware planner's.
 
 from __future__ import annotations
 
+from ...api import reasons
 from ...topology import Host, Topology
 from ..model import FleetRequest, Placement, Plan, PoolRequest, Unsatisfiable, UplinkLoad
 from ..problem import host_eligible, worker_eligible
@@ -30,7 +31,7 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
         eligible = eligible_cache_hosts(topology, pool)
         chosen = {sw: tuple(h.name for h in hosts[: pool.body.max_hosts_per_switch]) for sw, hosts in eligible.items()}
         if not any(chosen.values()):
-            raise Unsatisfiable("NoEligibleCacheNodes",
+            raise Unsatisfiable(reasons.NO_ELIGIBLE_CACHE_NODES,
                                 f"pool {pool.name}: no schedulable node labelled {pool.body.nvme_label} "
                                 f"(and matching its nodeSelector) on any of the facility's switches")
         caches[pool.name] = {sw: nodes for sw, nodes in chosen.items() if nodes}
@@ -42,7 +43,7 @@ def plan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest
             if fleet.body.replicas == 0:
                 workers[fleet.name] = {}
                 continue
-            raise Unsatisfiable("NoNodeFitsWorker",
+            raise Unsatisfiable(reasons.NO_NODE_FITS_WORKER,
                                 f"fleet {fleet.name}: no node has {fleet.body.cores} cores and "
                                 f"{fleet.body.memory_gib} GiB free for one worker", fleet=fleet.name)
         base, extra = divmod(fleet.body.replicas, len(switches))
