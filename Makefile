@@ -69,7 +69,7 @@ e2e: install tools
 # SWITCHYARD_REAL_NODES=1: the e2e on real kubelet nodes runs too (the images, root).
 # The real-node modules (one real-node cluster at a time: they run one after another) run beside
 # the rest, on clusters of their own; both mostly wait. Their output follows the rest's.
-REAL_NODE_TESTS := e2e/test_real_nodes.py e2e/test_network_policy_real.py e2e/test_ring_real.py
+REAL_NODE_TESTS := e2e/test_real_nodes.py e2e/test_network_policy_real.py e2e/test_ring_real.py e2e/test_leader_real.py
 test: install deps tools images
 	@mkdir -p $(CACHE)/e2e-logs
 	@CI=1 SWITCHYARD_REAL_NODES=1 $(PY) -m pytest -q -p no:cacheprovider $(REAL_NODE_TESTS) \
@@ -156,18 +156,17 @@ REAL_CLUSTER ?= sy-real
 realnode-deps: ## buildah, debootstrap, containerd, runc, CNI plugins, iptables (needs root and apt)
 	bash hack/install-realnode-deps.sh >/dev/null
 
-# The operator, XCache, Dask worker and pause images, built with buildah into
+# The operator, XCache, Dask worker, dask-gateway and pause images, built with buildah into
 # $(CACHE)/images (OCI archives, rebuilt only when their inputs change).
 # At a site: make images REGISTRY=registry.example.org/t2 PUSH=1 pushes the operator, XCache,
-# Dask and pause images as registry.example.org/t2/switchyard:0.1.0 and so on.
+# Dask, gateway and pause images as registry.example.org/t2/switchyard:0.1.0 and so on.
 images: realnode-deps tools
 	REGISTRY=$(REGISTRY) PUSH=$(PUSH) PUSH_TLS_VERIFY=$(PUSH_TLS_VERIFY) bash hack/build-images.sh
 
 # The dask-gateway image the chart's gateway.image names (dask-gateway-server +
-# switchyard[gateway]); separate from `make images`, which `make test` runs.
+# switchyard[gateway]) is one of `make images` (the real-node e2e runs it); the old name stays.
 .PHONY: image-gateway
 image-gateway: images
-	REGISTRY=$(REGISTRY) PUSH=$(PUSH) PUSH_TLS_VERIFY=$(PUSH_TLS_VERIFY) bash images/gateway/build.sh
 
 # The e2e on real kubelet nodes alone (`make test` runs it too).
 e2e-real: install realnode-deps tools images

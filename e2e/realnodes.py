@@ -677,6 +677,35 @@ all.pidpath {root}/run
                     out[node] = out.get(node, 0.0) + rss / 2**20
         return {k: round(v, 1) for k, v in out.items()}
 
+    def pod_processes(self, node: str, marker: str) -> dict[int, float]:
+        """{pid: resident MiB} of the node's pod processes whose command line holds `marker`."""
+        out = {}
+        for pid in _cgroup_pids(f"{self.tag}/{node}"):
+            try:
+                cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                pages = int(pathlib.Path(f"/proc/{pid}/statm").read_text().split()[1])
+            except (OSError, IndexError):
+                continue
+            if marker in cmdline:
+                out[pid] = round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+        return out
+
+    def stop_node(self, node: str) -> int:
+        """The node dies as a machine that loses power: cut off at its switch (the fabric's end of its veth
+        down), then every process of it killed at once (SIGKILL: kubelet, containerd, kube-proxy, shims and
+        its pods), so nothing of it writes again. Its Node and pods stay in the API server until the node
+        controller gives up on them, as after a real death. Returns how many processes were killed;
+        down() removes the rest."""
+        number = self.nodes[node]["pod_subnet"].split(".")[2]     # its veth is n<number> (_node_network)
+        _ip("-n", self.fabric, "link", "set", f"n{number}", "down")
+        pids = {pid for pid, _ in _processes(str(self.state / node) + "/")} | set(_cgroup_pids(f"{self.tag}/{node}"))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(pids)
+
     # ---------------------------------------------------------------- down
     def down(self) -> list[str]:
         try:
