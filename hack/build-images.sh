@@ -2,7 +2,8 @@
 # Build switchyard's container images with buildah, without a Docker engine or
 # an image registry: a Debian bookworm base made by debootstrap, a Python base
 # on it, then the operator (the repository's Dockerfile), XCache, Dask worker and
-# pause images from the Containerfiles in images/.
+# pause images from the Containerfiles in images/, and the dask-gateway image
+# (images/gateway/Containerfile) the chart's gateway runs.
 #
 # Storage (buildah --storage-driver vfs --root) and the results (one OCI archive
 # per image) live in the cache, outside the work tree:
@@ -14,8 +15,8 @@
 #   REGISTRY=registry.example.org/t2 PUSH=1 hack/build-images.sh
 #                                                     and push them to a registry
 # Every image is built and archived as localhost/NAME:TAG, whatever REGISTRY is, so
-# a push neither rebuilds nor moves a key. PUSH=1 pushes the four images a cluster
-# runs (operator, XCache, Dask, pause) to REGISTRY/NAME:TAG, e.g.
+# a push neither rebuilds nor moves a key. PUSH=1 pushes the five images a cluster
+# runs (operator, XCache, Dask, gateway, pause) to REGISTRY/NAME:TAG, e.g.
 # registry.example.org/t2/switchyard-xcache:0.1.0; PUSH_TLS_VERIFY=false for a
 # registry served over plain HTTP (the real-node e2e's, e2e/realnodes.py).
 # Prints one line per image: name, tag, key, seconds spent, OCI archive size; and
@@ -35,6 +36,9 @@ PUSH_TLS_VERIFY="${PUSH_TLS_VERIFY:-true}"
 LOCAL=localhost
 SUITE=bookworm
 DISTRIBUTED_VERSION=2024.12.1
+# The Dask image runs gateway clusters' schedulers (dask_gateway.scheduler_preload) too: the
+# client package of the gateway server switchyard[gateway] pins (operator/pyproject.toml).
+DASK_GATEWAY_VERSION="$(sed -n 's/.*"dask-gateway-server\[kubernetes\]==\([^"]*\)".*/\1/p' "$REPO/operator/pyproject.toml" | head -n1)"
 PAUSE_VERSION=3.10
 K8S_VERSION=v1.31.4
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/operator/pyproject.toml" | head -n1)"
@@ -80,7 +84,7 @@ context() {
   echo "$dir"
 }
 
-declare -A KEY
+declare -A KEY BUILT
 REPORT="$IMAGES/report.tsv"
 
 # have_image TAG KEY: the OCI archive for KEY exists; load it into storage if needed.
@@ -105,6 +109,7 @@ build() {
     return 0
   fi
   log "$name: building $tag ($key)"
+  BUILT[$name]=1
   local start end
   start=$(date +%s.%N)
   "${B[@]}" bud --quiet --isolation chroot --network host --layers=false \
@@ -167,15 +172,18 @@ build_debian() {
 # container cannot verify TLS here), installed inside with --no-index.
 fetch_wheels() {
   local key
-  key="$( (cat "$REPO/operator/pyproject.toml"; echo "distributed==$DISTRIBUTED_VERSION setuptools>=77 wheel") | sha256sum | cut -c1-16)"
+  key="$( (cat "$REPO/operator/pyproject.toml"; echo "distributed==$DISTRIBUTED_VERSION dask-gateway==$DASK_GATEWAY_VERSION setuptools>=77 wheel") | sha256sum | cut -c1-16)"
   [ "$(cat "$WHEELS/.key" 2>/dev/null)" = "$key" ] && return 0
-  log "wheels: pip wheel for the operator's dependencies and distributed==$DISTRIBUTED_VERSION"
+  log "wheels: pip wheel for the operator's dependencies, distributed==$DISTRIBUTED_VERSION and dask-gateway==$DASK_GATEWAY_VERSION"
   local tmp
   tmp="$(mktemp -d)"
   cp -a "$REPO/operator" "$tmp/operator"
   rm -rf "$tmp/operator"/*.egg-info "$tmp/operator/build"
-  # [worker]: the readers the Dask image adds for switchyard.routing (fsspec-xrootd, xrootd, uproot)
-  python3 -m pip wheel -q -w "$WHEELS" "$tmp/operator[worker]" "distributed==$DISTRIBUTED_VERSION" "setuptools>=77" wheel
+  # [worker]: the readers the Dask image adds for switchyard.routing (fsspec-xrootd, xrootd, uproot);
+  # [gateway]: dask-gateway-server with its proxy binary and kubernetes_asyncio (the gateway image);
+  # dask-gateway: the scheduler preload of gateway clusters (the Dask image). One resolution for all.
+  python3 -m pip wheel -q -w "$WHEELS" "$tmp/operator[worker,gateway]" "distributed==$DISTRIBUTED_VERSION" \
+    "dask-gateway==$DASK_GATEWAY_VERSION" "setuptools>=77" wheel
   # switchyard itself is installed from the context, not from a wheel.
   rm -f "$WHEELS"/switchyard-*.whl
   rm -rf "$tmp"
@@ -183,6 +191,34 @@ fetch_wheels() {
 }
 
 PIP_OFFLINE=(--build-arg "PIP_INSTALL_OPTIONS=--no-index --find-links /wheels" -v "$WHEELS:/wheels:ro")
+
+# in_image TAG CMD...: CMD run in a container of TAG, as the image's user.
+in_image() {
+  local tag=$1 ctr status=0; shift
+  ctr="$("${B[@]}" from -q "$tag")"
+  "${B[@]}" run --isolation chroot "$ctr" -- "$@" || status=$?
+  "${B[@]}" rm "$ctr" >/dev/null 2>&1 || true
+  return $status
+}
+
+# A freshly built Dask image runs a gateway cluster's scheduler: its preload imports.
+check_dask() {
+  in_image "$1" python -c 'import dask_gateway.scheduler_preload, dask_gateway, distributed; print("dask-gateway", dask_gateway.__version__, "distributed", distributed.__version__)' >&2 \
+    || { log "dask: the image cannot import dask_gateway.scheduler_preload"; exit 1; }
+}
+
+# A freshly built gateway image: switchyard.gateway.backend imports, the proxy binary is there,
+# and dask-gateway-server loads SwitchyardBackend and gets as far as its setup, which refuses to
+# start without a facility (the error names the setting).
+check_gateway() {
+  local out
+  in_image "$1" python -c 'import switchyard.gateway.backend as b, dask_gateway_server as s, dask_gateway_server.proxy.core as p, os; exe = os.path.join(os.path.dirname(p.__file__), "dask-gateway-proxy"); assert os.access(exe, os.X_OK), exe; print("dask-gateway-server", s.__version__, "with", exe)' >&2 \
+    || { log "gateway: the image lacks the backend or the proxy"; exit 1; }
+  out="$(in_image "$1" sh -c 'printf "c.DaskGateway.backend_class = \"switchyard.gateway.backend.SwitchyardBackend\"\nc.DaskGateway.address = \"127.0.0.1:0\"\nc.Proxy.address = \"127.0.0.1:0\"\n" > /tmp/gw.py && cd /tmp && dask-gateway-server -f /tmp/gw.py' 2>&1 || true)"
+  grep -q "c.SwitchyardBackend.facility must name the AnalysisFacility" <<<"$out" \
+    || { log "gateway: the image's dask-gateway-server did not load SwitchyardBackend:"; echo "$out" >&2; exit 1; }
+  log "gateway: dask-gateway-server in the image loads SwitchyardBackend (stopped at its facility check, as configured)"
+}
 
 build_all() {
   build_debian
@@ -207,7 +243,14 @@ build_all() {
   ctx="$(context dask images/dask/Containerfile operator)"
   build dask "$LOCAL/switchyard-dask:$VERSION" "$ctx" "$ctx/images/dask/Containerfile" \
     "${KEY[python]} $wheels_key" --build-arg "BASE=$python" \
-    --build-arg "DISTRIBUTED_VERSION=$DISTRIBUTED_VERSION" "${PIP_OFFLINE[@]}"
+    --build-arg "DISTRIBUTED_VERSION=$DISTRIBUTED_VERSION" --build-arg "DASK_GATEWAY_VERSION=$DASK_GATEWAY_VERSION" \
+    "${PIP_OFFLINE[@]}"
+  [ -z "${BUILT[dask]:-}" ] || check_dask "$LOCAL/switchyard-dask:$VERSION"
+
+  ctx="$(context gateway images/gateway/Containerfile operator)"
+  build gateway "$LOCAL/switchyard-gateway:$VERSION" "$ctx" "$ctx/images/gateway/Containerfile" \
+    "${KEY[python]} $wheels_key" --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
+  [ -z "${BUILT[gateway]:-}" ] || check_gateway "$LOCAL/switchyard-gateway:$VERSION"
 
   # pause: static pause.c from the Kubernetes module the tools are built from.
   local src
@@ -233,7 +276,8 @@ build_all
 if [ "$PUSH" = 1 ]; then
   [ "$REGISTRY" != localhost ] || { log "PUSH=1 needs REGISTRY=host/path"; exit 1; }
   digest="$(mktemp)"
-  for ref in "switchyard:$VERSION" "switchyard-xcache:$VERSION" "switchyard-dask:$VERSION" "pause:$PAUSE_VERSION"; do
+  for ref in "switchyard:$VERSION" "switchyard-xcache:$VERSION" "switchyard-dask:$VERSION" \
+             "switchyard-gateway:$VERSION" "pause:$PAUSE_VERSION"; do
     log "pushing $REGISTRY/$ref"
     start=$(date +%s.%N)
     "${B[@]}" push --quiet --tls-verify="$PUSH_TLS_VERIFY" --digestfile "$digest" "$LOCAL/$ref" "docker://$REGISTRY/$ref"
