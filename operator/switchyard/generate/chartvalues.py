@@ -250,6 +250,8 @@ class Gateway(Values):
     resources: dict[str, Any] = Field(
         default_factory=lambda: {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
         description="Gateway container resources.")
+    node_selector: Labels = Field(default_factory=dict, description="Node selector of the gateway pod.")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Tolerations of the gateway pod.")
 
 
 class ChartValues(Values):

@@ -80,3 +80,17 @@ def test_network_policies_reach_the_backend_and_its_rights(tmp_path: pathlib.Pat
     (role,) = by_kind(docs, "Role")
     rights = {(r["apiGroups"][0], res, verb) for r in role["rules"] for res in r["resources"] for verb in r["verbs"]}
     assert (("networking.k8s.io", "networkpolicies", "create") in rights) is enabled
+
+
+def test_the_gateway_pod_goes_where_its_values_say():
+    """gateway.nodeSelector and gateway.tolerations place the gateway pod (the operator's own do not)."""
+    (deployment,) = by_kind(gateway_docs(), "Deployment")
+    assert "nodeSelector" not in deployment["spec"]["template"]["spec"]
+    assert "tolerations" not in deployment["spec"]["template"]["spec"]
+    toleration = {"key": "site/analysis", "operator": "Exists", "effect": "NoSchedule"}
+    (deployment,) = by_kind(gateway_docs("gateway.nodeSelector.role=analysis", "gateway.tolerations[0].key=site/analysis",
+                                         "gateway.tolerations[0].operator=Exists",
+                                         "gateway.tolerations[0].effect=NoSchedule",
+                                         "nodeSelector.role=operators"), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"role": "analysis"} and pod["tolerations"] == [toleration]
