@@ -14,6 +14,12 @@ API gives), so the `switchyard.dev/leader` labels are checked as `kubectl get po
 them: "true" on the leader's Pod, "false" on the others', flipping at each hand-over.
 A bucket over quota (a real MinIO) is announced once, not again by the next leader.
 
+The Elector's own decisions run in-process against the same API server, on a clock the test
+moves (the Lease store is the real one, resourceVersion conflicts included): a held lease is
+taken only after its duration unchanged, a released one at the next try, a read that another
+write overtakes loses the race (409). e2e/test_leader_ramp.py kills the leader ten times
+during a 1,000-worker ramp and reads the audit log.
+
 Run alone: SWITCHYARD_E2E_CLUSTER=sy-ha CI=1 .venv/bin/python -m pytest -q -s e2e/test_leader.py
 """
 
@@ -31,6 +37,7 @@ import pytest
 
 import localcluster
 from switchyard.apply import ApiError
+from switchyard.leader import Elector, Timing
 from facilities import facility
 from harness import start_operator, stop_operator
 from support import CLUSTER_NAME, condition, wait_for, wait_ready
@@ -49,14 +56,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def operator_pod(cluster, namespace: str, name: str) -> None:
+def operator_pod(cluster, namespace: str, name: str, service_account: str | None = None) -> None:
     """A Pod object for one operator process, as the chart's Deployment would make it; the scheduler
-    binds it to a simulated node and kwok reports it Running (no container really runs)."""
+    binds it to a simulated node and kwok reports it Running (no container really runs). With
+    `service_account`, the Pod runs as it (a token can then be bound to the Pod)."""
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": namespace,
                         "labels": {"app.kubernetes.io/name": "switchyard", "app.kubernetes.io/component": "operator"}},
            "spec": {"automountServiceAccountToken": False,
                     "containers": [{"name": "operator", "image": "switchyard:e2e"}]}}
+    if service_account:
+        pod["spec"]["serviceAccountName"] = service_account
 
     def create() -> bool:  # the namespace's default ServiceAccount may not exist yet
         try:
@@ -325,3 +335,91 @@ def test_a_new_leader_does_not_announce_an_over_quota_again(cluster, namespace, 
             if cand.proc.poll() is None:
                 stop_operator(cand.proc)
         server.stop()
+
+
+# ------------------------------------------------------------------ the Elector against the API server
+class Clock:
+    """The candidates' monotonic clock, moved by the test (the Lease's own timestamps are real)."""
+
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def electors(kube, namespace: str, clock: Clock, *identities: str) -> list[Elector]:
+    return [Elector(kube, namespace, "election", identity, Timing(), clock=clock) for identity in identities]
+
+
+def election(cluster, namespace: str) -> dict:
+    return cluster.kube.get("Lease", namespace, "election")
+
+
+def test_a_held_lease_is_taken_only_after_its_duration_unchanged(cluster, namespace):
+    clock = Clock()
+    a, b = electors(cluster.kube, namespace, clock, "a", "b")
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    for _ in range(10):  # a renews every 2 s: b never gets it
+        clock.t += 2
+        assert a.try_acquire_or_renew()
+        assert not b.try_acquire_or_renew()
+    # a stops renewing (killed): b waits the lease (15 s) from the last change it saw
+    for _ in range(7):
+        clock.t += 2
+        assert not b.try_acquire_or_renew()
+    clock.t += 2
+    assert b.try_acquire_or_renew()
+    spec = election(cluster, namespace)["spec"]
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1 and b.previous == "a"
+    # a comes back: it sees b's record and waits
+    assert not a.try_acquire_or_renew()
+    assert election(cluster, namespace)["spec"]["holderIdentity"] == "b"
+
+
+def test_a_released_lease_is_taken_at_the_next_try_and_only_its_holder_releases(cluster, namespace):
+    clock = Clock()
+    a, b = electors(cluster.kube, namespace, clock, "a", "b")
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert a.release()
+    assert not election(cluster, namespace)["spec"].get("holderIdentity")
+    assert b.try_acquire_or_renew()  # no wait: the clock has not moved
+    version = election(cluster, namespace)["metadata"]["resourceVersion"]
+    assert not a.release()  # no longer a's: nothing written
+    lease = election(cluster, namespace)
+    assert lease["spec"]["holderIdentity"] == "b" and lease["metadata"]["resourceVersion"] == version
+
+
+class WriteAfterRead:
+    """The API server, with another candidate's write landing between this candidate's read of the
+    Lease and its replace, once."""
+
+    def __init__(self, kube, between):
+        self.kube, self.between = kube, between
+
+    def get(self, *args, **kwargs):
+        obj = self.kube.get(*args, **kwargs)
+        between, self.between = self.between, None
+        if between:
+            between()
+        return obj
+
+    def __getattr__(self, name):
+        return getattr(self.kube, name)
+
+
+def test_a_read_overtaken_by_a_renewal_loses_the_race_instead_of_overwriting(cluster, namespace):
+    clock = Clock()
+    (a,) = electors(cluster.kube, namespace, clock, "a")
+    assert a.try_acquire_or_renew()
+    server = WriteAfterRead(cluster.kube, None)
+    (b,) = electors(server, namespace, clock, "b")
+    assert not b.try_acquire_or_renew()  # b sees a's record ...
+    clock.t += 60  # ... which then has not changed for longer than the lease, as far as b can tell
+    renewed = []
+    server.between = lambda: renewed.append(a.try_acquire_or_renew())
+    assert not b.try_acquire_or_renew()  # a renewed after b read: b's replace carries the old resourceVersion (409)
+    assert renewed == [True]
+    assert election(cluster, namespace)["spec"]["holderIdentity"] == "a"

@@ -1,12 +1,9 @@
-"""The leader election's timing decisions, on a fake clock, and its writes against an in-memory
-Lease store that enforces resourceVersion as the API server does (e2e/test_leader.py runs it
-against a real one)."""
+"""The leader election's pure decisions, on a fake clock: timings, expiry, records, the renew
+deadline. Its reads and writes of the Lease run against a real API server in e2e/test_leader.py."""
 
 from __future__ import annotations
 
 import ast
-import copy
-import datetime
 import os
 import pathlib
 import subprocess
@@ -14,8 +11,7 @@ import sys
 
 import pytest
 
-from switchyard.apply import ApiError
-from switchyard.leader import Elector, Observer, Renewal, Timing, must_stop, next_record, released_record
+from switchyard.leader import Observer, Renewal, Timing, must_stop, next_record, released_record
 
 NOW = "2026-11-26T08:00:00.000000Z"
 
@@ -26,50 +22,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
-
-
-class Leases:
-    """get / create / replace of one kind, with resourceVersion conflicts."""
-
-    def __init__(self):
-        self.objects: dict[tuple[str, str], dict] = {}
-        self.version = 0
-        self.writes: list[str] = []
-
-    def get(self, kind, namespace, name, timeout=30):
-        obj = self.objects.get((namespace, name))
-        return copy.deepcopy(obj) if obj else None
-
-    def create(self, obj, timeout=30):
-        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-        if key in self.objects:
-            raise ApiError(409, "AlreadyExists", "exists")
-        self.version += 1
-        self.objects[key] = {**copy.deepcopy(obj), "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
-        self.writes.append((obj.get("spec") or {}).get("holderIdentity"))
-        return copy.deepcopy(self.objects[key])
-
-    def replace(self, obj, timeout=30):
-        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-        if self.objects[key]["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "the object has been modified")
-        self.version += 1
-        self.objects[key] = copy.deepcopy(obj)
-        self.objects[key]["metadata"]["resourceVersion"] = str(self.version)
-        self.writes.append(obj["spec"].get("holderIdentity"))
-        return copy.deepcopy(self.objects[key])
-
-
-def wall():
-    return datetime.datetime(2026, 11, 26, 8, 0, 0, tzinfo=datetime.timezone.utc)
-
-
-def elector(store, identity, clock, timing=Timing()):
-    return Elector(store, "sy", "switchyard-leader", identity, timing, clock=clock, wall=wall)
-
-
-def spec(store):
-    return store.objects[("sy", "switchyard-leader")]["spec"]
 
 
 @pytest.mark.parametrize("lease, retry, deadline", [(15, 2, 15), (15, 10, 10), (15, 0, 10), (10, 2, 12)])
@@ -179,51 +131,6 @@ def test_a_leader_stops_at_once_when_another_holds_the_lease_else_at_the_deadlin
     renewal.renewed()
     seen.observe({"holderIdentity": "b", "leaseDurationSeconds": 15}, "2")  # paused past expiry, b took it
     assert must_stop(seen, renewal) == "the Lease is held by b"
-
-
-def test_one_of_two_candidates_leads_and_the_other_takes_over_only_after_expiry():
-    store, clock = Leases(), Clock()
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
-    assert a.try_acquire_or_renew()
-    assert not b.try_acquire_or_renew()
-    for _ in range(10):  # a renews every 2 s: b never gets it
-        clock.t += 2
-        assert a.try_acquire_or_renew()
-        assert not b.try_acquire_or_renew()
-    # a stops renewing (killed): b waits the lease from the last change it saw
-    for _ in range(7):
-        clock.t += 2
-        assert not b.try_acquire_or_renew()
-    clock.t += 2
-    assert b.try_acquire_or_renew()
-    assert spec(store)["holderIdentity"] == "b" and spec(store)["leaseTransitions"] == 1
-    # a comes back: it sees b's record and waits
-    assert not a.try_acquire_or_renew()
-
-
-def test_a_released_lease_is_taken_at_the_next_try():
-    store, clock = Leases(), Clock()
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
-    assert a.try_acquire_or_renew()
-    assert not b.try_acquire_or_renew()
-    assert a.release()
-    assert not spec(store).get("holderIdentity")
-    assert b.try_acquire_or_renew()
-    assert not a.release()  # no longer ours: nothing written
-    assert spec(store)["holderIdentity"] == "b"
-
-
-def test_a_stale_read_loses_the_race_instead_of_overwriting():
-    store, clock = Leases(), Clock()
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
-    assert a.try_acquire_or_renew()
-    stale = store.get("Lease", "sy", "switchyard-leader")
-    assert a.try_acquire_or_renew()  # a renews after b read
-    store.get = lambda *args, **kw: copy.deepcopy(stale)
-    b.observer.observe(stale["spec"], stale["metadata"]["resourceVersion"])
-    clock.t += 60
-    assert not b.try_acquire_or_renew()  # 409: b's replace carried the old resourceVersion
-    assert store.writes == ["a", "a"]
 
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
