@@ -23,13 +23,16 @@ def config_overrides(options: Mapping) -> dict:
 
 def cluster_options(images: Sequence[str], templates: Sequence[str], *, max_cores: int = 16,
                     max_memory_gib: float = 64, default_cores: int = 1, default_memory_gib: float = 4) -> Options:
-    """Options with the image limited to `images` (the first is the default) and the template to `templates`."""
+    """Options with the image limited to `images` (the first is the default) and the template to `templates`.
+
+    The defaults are held to the bounds: dask-gateway validates a field's default when the field is
+    made, so a default above an admin's smaller bound (maxWorkerMemoryGib: 2) refused every cluster."""
     if not images:
         raise ValueError("the gateway needs at least one worker image (c.SwitchyardBackend.images)")
     return Options(
-        Integer("worker_cores", default=default_cores, min=1, max=max_cores, label="Worker cores"),
-        Float("worker_memory", default=float(default_memory_gib), min=0.0625, max=float(max_memory_gib),
-              label="Worker memory (GiB)"),
+        Integer("worker_cores", default=min(default_cores, max_cores), min=1, max=max_cores, label="Worker cores"),
+        Float("worker_memory", default=min(float(default_memory_gib), float(max_memory_gib)), min=0.0625,
+              max=float(max_memory_gib), label="Worker memory (GiB)"),
         Select("image", list(images), label="Image"),
         Select("template", list(templates) or ["default"], label="Fleet template"),
         handler=config_overrides,

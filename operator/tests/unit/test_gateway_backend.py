@@ -129,6 +129,17 @@ def test_options_limit_the_image_to_the_allowlist_and_give_memory_in_bytes():
             opts.parse_options(bad)
 
 
+def test_bounds_below_the_default_worker_still_give_options():
+    """An admin's largest worker below the default one (the real-node e2e's maxWorkerMemoryGib: 2 against
+    the 4 GiB default): the defaults are held to the bounds. dask-gateway validates a field's default when
+    the field is made, so before this every cluster request was refused (HTTP 422, "worker_memory must
+    be <= 2.000000, got 4.0")."""
+    opts = cluster_options(["img:a"], ["default"], max_cores=1, max_memory_gib=2)
+    defaults = opts.parse_options({})
+    assert (defaults["worker_cores"], defaults["worker_memory"]) == (1, 2.0)
+    assert opts.parse_options({"worker_memory": 1})["worker_memory"] == 1.0
+
+
 def test_the_gateway_limits_on_cores_and_memory_bound_the_workers():
     cfg = SwitchyardClusterConfig(worker_cores=2, worker_memory=4 * GIB, scheduler_cores=1, scheduler_memory=GIB,
                                   cluster_max_cores=9, cluster_max_memory=100 * GIB)
