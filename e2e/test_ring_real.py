@@ -229,7 +229,7 @@ def test_a_lost_cache_and_its_return_restart_no_worker(ring):
         # Both caches serve their own files: each fetched its files from the origin once.
         wait_for(lambda: rounds_since(0), timeout=180, what="a first round of reads")
         for host in (LOST, KEPT):
-            pod = _cache_pod(cluster, host)
+            pod = wait_for(lambda: _cache_pod(cluster, host), timeout=60, what=f"{host}'s cache pod Ready")
             text = exporter_metrics(cluster, pod, lambda t: metric(t, "switchyard_xcache_origin_bytes")
                                     >= sum(size[u] for u in mine[host]))
             assert metric(text, "switchyard_xcache_origin_bytes") == sum(size[u] for u in mine[host]), host
@@ -260,7 +260,8 @@ def test_a_lost_cache_and_its_return_restart_no_worker(ring):
                             what="the worker reading the ring with the host back")[0]
         costs["worker_ring_with_host_back_seconds"] = round(returned["started"] - back_at, 1)
         wait_for(lambda: rounds_since(returned["ended"]), timeout=120, what="a round on the ring with the host back")
-        back = exporter_metrics(cluster, _cache_pod(cluster, LOST),
+        returned_pod = wait_for(lambda: _cache_pod(cluster, LOST), timeout=180, what="the returned cache pod Ready")
+        back = exporter_metrics(cluster, returned_pod,
                                 lambda t: metric(t, "switchyard_xcache_hit_bytes") >= sum(size[u] for u in mine[LOST]))
         # Its files again, served from its own disk (its exporter is new: counters from zero).
         assert metric(back, "switchyard_xcache_origin_bytes") == 0, "the returned cache read its files from the origin"
