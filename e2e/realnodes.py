@@ -777,6 +777,31 @@ def _cgroup_pids(tag: str) -> list[int]:
     return sorted(pids)
 
 
+def _netns_in_use() -> set[int]:
+    """The inodes of the network namespaces that some process is in."""
+    inodes = set()
+    for proc in pathlib.Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                inodes.add((proc / "ns" / "net").stat().st_ino)
+            except OSError:
+                pass
+    return inodes
+
+
+def _cni_sandboxes(tag: str) -> set[str]:
+    """The names of the pod network namespaces that the CNI results of a cluster's networks name."""
+    names = set()
+    results = pathlib.Path("/var/lib/cni/results")
+    for cached in results.glob(f"{tag}-*") if results.exists() else []:
+        try:
+            interfaces = (json.loads(cached.read_text()).get("result") or {}).get("interfaces") or []
+        except (OSError, ValueError):
+            continue
+        names.update(pathlib.Path(i["sandbox"]).name for i in interfaces if i.get("sandbox"))
+    return names
+
+
 def _unix_sockets(pid: int) -> list[str]:
     """Paths of the unix sockets a process listens on (a shim's socket file outlives it)."""
     inodes = set()
@@ -820,9 +845,22 @@ def down(cluster: str) -> list[str]:
     # Nodes with disks of their own: their mount namespaces (and with them every mount their kubelet and
     # containerd made, pod network namespaces included), then the files those were mounted on.
     removed += _drop_own_mounts(state)
-    # 3. pod network namespaces made by the CNI plugins of our nodes (their addresses are in POD_CIDR).
+    # 3. pod network namespaces made by the CNI plugins of our nodes (their addresses are in POD_CIDR), now
+    # that their pods are gone: every cluster's pods get addresses there, so one that a process is still in
+    # is another cluster's live pod (down() of one cluster while another is up, as a run that waits for
+    # the host lock does first, removed those once).
+    # While another cluster has real nodes, only the namespaces our own nodes' CNI results name (a pod
+    # being set up has a namespace no process is in yet).
     cidr = ipaddress.ip_network(POD_CIDR)
+    in_use = _netns_in_use()
+    others_up = STATE_ROOT.exists() and any(p.is_dir() and p.name != cluster for p in STATE_ROOT.iterdir())
+    ours = _cni_sandboxes(tag)
     for ns in sorted(pathlib.Path("/run/netns").glob("cni-*")) if pathlib.Path("/run/netns").exists() else []:
+        try:
+            if ns.stat().st_ino in in_use or (others_up and ns.name not in ours):
+                continue
+        except OSError:
+            continue
         out = _run("ip", "-n", ns.name, "-j", "addr", "show", "dev", "eth0", check=False).stdout
         try:
             addresses = [a["local"] for i in json.loads(out or "[]") for a in i.get("addr_info", [])]

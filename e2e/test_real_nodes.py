@@ -83,12 +83,12 @@ def _host_state() -> dict:
 
 @pytest.fixture(scope="module")
 def real():
-    realnodes.down(CLUSTER)  # whatever a run that died left behind
-    _remove_disks()
-    localcluster.down(CLUSTER)
     nodes = realnodes.Cluster(CLUSTER, localcluster.kubeconfig_path(CLUSTER), registry=REGISTRY)
     # The host lock first: while another run's real nodes are up, their kubelets' sysctls are the machine's.
     nodes._take_host()
+    realnodes.down(CLUSTER)  # whatever a run that died left behind
+    _remove_disks()
+    localcluster.down(CLUSTER)
     before = _host_state()
     try:
         config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / CLUSTER / "realnodes-kwokctl.yaml")
