@@ -14,7 +14,10 @@ the kubelet runs its probes, the operator reaches the API server through the
 tolerate the real nodes' taint runs real xrootd from the rendered ConfigMap and a real
 Dask scheduler and worker; a task reads a file from a real origin through its switch's
 cache, a real Prometheus scrapes the exporter with the README's scrape job, and a
-deleted cache pod comes back with its disk (warm reads). The cache's disks are real
+deleted cache pod comes back with its disk (warm reads). Then the chart's dask-gateway
+(`helm upgrade --set gateway.enabled=true`) runs on a real node, and the dask_gateway client,
+in an analyst's pod, makes a cluster through it, scales it, runs a task on its real worker pod
+that reads through its switch's cache, and shuts it down leaving nothing. The cache's disks are real
 mounts (tmpfs, mounted by the test); its data path starts out as a plain directory on
 the root filesystem, which the pool must refuse (DiskNotMounted, nothing written)
 until a disk is mounted there. xrootd runs as the xrootd user of switchyard's own
@@ -32,6 +35,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -499,6 +503,196 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
     finally:
         COSTS.write_text(json.dumps(costs, indent=1))
         print(json.dumps(costs, indent=1))
+
+
+# The analyst's side of the gateway step: the dask_gateway client in a pod of its own (a notebook's
+# place), which reaches the gateway by its Service's DNS name as the README's analyst path does.
+ANALYST = r"""
+import hashlib, json, sys, time
+from dask_gateway import BasicAuth, Gateway
+
+gateway = Gateway(sys.argv[1], auth=BasicAuth("alice", "x"))
+step = sys.argv[2]
+if step == "new":
+    cluster = gateway.new_cluster(worker_cores=1, worker_memory=1, shutdown_on_close=False)
+    print(json.dumps({"name": cluster.name, "options": sorted(gateway.cluster_options())}))
+elif step == "scale":
+    gateway.connect(sys.argv[3]).scale(int(sys.argv[4]))
+    print(json.dumps({"scaled": int(sys.argv[4])}))
+elif step == "read":
+    def read(url):
+        # The analysis's own read: fsspec by the origin's URL, routed by the worker's preload.
+        import fsspec, hashlib, os, time
+        from switchyard.routing import route
+        started = time.monotonic()
+        with fsspec.open(url, "rb") as f:
+            data = f.read()
+        return {"routed": route(url), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                "seconds": round(time.monotonic() - started, 3), "pod": os.environ["POD_NAME"],
+                "switch": os.environ["SWITCHYARD_SWITCH"]}
+    cluster = gateway.connect(sys.argv[3])
+    with cluster.get_client() as client:
+        client.wait_for_workers(1, timeout=120)
+        workers = sorted(w.get("name") for w in client.scheduler_info()["workers"].values())
+        print(json.dumps({"workers": workers, "read": client.submit(read, sys.argv[4], pure=False).result(timeout=120)}))
+elif step == "shutdown":
+    gateway.connect(sys.argv[3]).shutdown()
+    print(json.dumps({"clusters": [c.name for c in gateway.list_clusters()]}))
+"""
+
+
+def _analyst(cluster: Cluster, address: str, *args: str) -> dict:
+    out = cluster.kubectl("exec", "-n", "analyst", "notebook", "--", "python", "-c", ANALYST, address, *args)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _gateway_objects(cluster: Cluster, namespace: str, name: str) -> dict[str, list[str]]:
+    """Everything gateway cluster `name` made: its objects by label, and its fleet's and scheduler's pods."""
+    select = {"gateway.dask.org/cluster": name}
+    out = {kind: sorted(o["metadata"]["name"] for o in cluster.kube.list(kind, namespace, select))
+           for kind in ("Secret", "WorkerFleet", "Deployment", "Service", "NetworkPolicy", "Pod")}
+    out["fleet pods"] = sorted(p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace)
+                               if p["metadata"].get("labels", {}).get("switchyard.dev/fleet", "").startswith("dg-"))
+    out["fleet deployments"] = sorted(d["metadata"]["name"] for d in cluster.kube.list("Deployment", namespace)
+                                      if d["metadata"]["name"].startswith("dg-"))
+    return {k: v for k, v in out.items() if v}
+
+
+def test_gateway_from_the_chart_runs_clusters_on_real_nodes(real):
+    """The chart's dask-gateway on a real node (`helm upgrade --set gateway.enabled=true`), driven by the
+    dask_gateway client as in the README's analyst path: a cluster made through the gateway pod, scaled,
+    a task on a real worker pod reading by the origin's URL through its switch's cache, and shut down
+    leaving nothing. The gateway, its facility and its clusters share the release's namespace, as at a
+    site; that facility has a cache pool (host network), so the namespace enforces `privileged` from here."""
+    cluster, nodes, _ = real
+    costs = json.loads(COSTS.read_text()) if COSTS.exists() else {}
+    gateway_costs = costs.setdefault("gateway", {})
+    namespace = OPERATOR_NAMESPACE
+    # The gateway's facility: the first one's cache pool (its origin, disks, image), no fleets of its own.
+    first = cluster.kube.get("AnalysisFacility", "real-facility", "af")
+    assert first, "no first facility: test_cache_and_dask_workers_run_on_real_nodes did not get that far"
+    spec = {**first["spec"], "fleets": []}
+    pool = spec["cachePools"][0]
+    # The nodes have 2 CPUs each: the first facility's cache (its host port) and its scheduler and worker go.
+    cluster.kubectl("delete", "analysisfacility", "af", "-n", "real-facility", "--wait=true")
+    wait_for(lambda: not cluster.kube.list("Pod", "real-facility"), timeout=180, what="the first facility's pods gone")
+    # A file the cache has not seen, on the first test's origin (realnodes.Cluster.start_origin's export).
+    payload = os.urandom(16 * 2**20)
+    served = nodes.state / "origin" / "export" / "data" / "gateway.bin"
+    served.write_bytes(payload)
+    shutil.chown(served, "xrootd")
+    url = f"root://{pool['origin']['host']}:{pool['origin']['port']}//data/gateway.bin"
+    # The gateway image, as every other, pushed by `make images ... PUSH=1` and pulled from the registry.
+    gateway_image, dask_image = f"{REGISTRY}/switchyard-gateway:0.1.0", DASK_IMAGE
+    assert gateway_image in PUSHED, sorted(PUSHED)
+
+    cluster.kubectl("label", "namespace", namespace, "--overwrite", "pod-security.kubernetes.io/enforce=privileged")
+    cluster.kube.apply({"apiVersion": "switchyard.dev/v1alpha1", "kind": "AnalysisFacility",
+                        "metadata": {"name": "gw", "namespace": namespace}, "spec": spec})
+    started = time.monotonic()
+    cache = wait_for(lambda: next((p for p in cluster.kube.list("Pod", namespace)
+                                   if p["metadata"]["name"].startswith("gw-xcache-")
+                                   and all(c["ready"] for c in p["status"].get("containerStatuses", [{"ready": False}]))),
+                                  None), timeout=240, what="the gateway facility's cache pod Ready")
+    gateway_costs["cache_ready_seconds"] = round(time.monotonic() - started, 1)
+    assert cache["spec"]["nodeName"] == CACHE_HOST, cache["spec"]["nodeName"]
+
+    started = time.monotonic()
+    real_toleration = json.dumps([realnodes.TOLERATION])
+    helm(cluster, "upgrade", RELEASE, str(CHART), "-n", namespace, "--reuse-values", "--wait", "--timeout", "5m",
+         "--set", "gateway.enabled=true", "--set", "gateway.facility=gw",
+         "--set", f"gateway.image.repository={gateway_image.rsplit(':', 1)[0]}", "--set", "gateway.image.tag=0.1.0",
+         "--set-json", f"gateway.images=[{json.dumps(dask_image)}]",
+         "--set-json", "gateway.fleetTemplates=" + json.dumps(
+             {"default": {"readGbps": 0.5, "pool": "xcache", "tolerations": [realnodes.TOLERATION]}}),
+         "--set", "gateway.maxWorkerCores=1", "--set", "gateway.maxWorkerMemoryGib=2",
+         "--set-json", f"gateway.tolerations={real_toleration}",
+         "--set-json", f'gateway.nodeSelector={{"{realnodes.REAL_LABEL}": "true"}}')
+    gateway_costs["helm_upgrade_ready_seconds"] = round(time.monotonic() - started, 1)
+    (service,) = [s for s in cluster.kube.list("Service", namespace)
+                  if s["metadata"]["labels"].get("app.kubernetes.io/component") == "dask-gateway"]
+    (pod,) = [p for p in cluster.kube.list("Pod", namespace)
+              if p["metadata"]["labels"].get("app.kubernetes.io/component") == "dask-gateway"]
+    assert pod["spec"]["nodeName"] in nodes.nodes, pod["spec"]["nodeName"]
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["ready"], status
+    _ran_pushed(status, gateway_image)
+    costs["pulls"] = costs.get("pulls", []) + [p for p in _pulls(cluster, namespace) if p["image"] == gateway_image]
+    probes = _probe_counts(cluster, pod["spec"]["nodeName"], pod["metadata"]["name"])
+    assert probes.get(("Readiness", "successful"), 0) >= 1, probes
+    address = f"http://{service['metadata']['name']}.{namespace}:{service['spec']['ports'][0]['port']}"
+
+    # The analyst's notebook: a pod in a namespace of its own, on a real node, with the Dask image's client.
+    cluster.kubectl("create", "namespace", "analyst")
+    cluster.kube.apply({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "analyst"},
+        "spec": {"nodeSelector": {realnodes.REAL_LABEL: "true"}, "tolerations": [realnodes.TOLERATION],
+                 "automountServiceAccountToken": False,
+                 "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                 "containers": [{"name": "notebook", "image": dask_image, "command": ["sleep", "3600"],
+                                 "env": [{"name": "HOME", "value": "/tmp"}],
+                                 "securityContext": {"allowPrivilegeEscalation": False,
+                                                     "capabilities": {"drop": ["ALL"]}}}]},
+    })
+    wait_for(lambda: (cluster.kube.get("Pod", "analyst", "notebook") or {}).get("status", {}).get("phase") == "Running",
+             timeout=120, what="the analyst's notebook pod Running")
+
+    # A cluster through the gateway pod. The scheduler asks for a whole CPU, as a worker does: hold the
+    # cache host (where the plan puts the worker, beside the cache) until the scheduler is bound elsewhere.
+    cluster.kubectl("taint", "node", CACHE_HOST, "switchyard.dev/hold=true:PreferNoSchedule")
+    started = time.monotonic()
+    made = _analyst(cluster, address, "new")
+    gateway_costs["new_cluster_seconds"] = round(time.monotonic() - started, 1)
+    name = made["name"]
+    assert {"worker_cores", "worker_memory", "image", "template"} <= set(made["options"]), made
+    try:
+        select = {"gateway.dask.org/cluster": name}
+        (fleet,) = cluster.kube.list("WorkerFleet", namespace, select)
+        assert fleet["spec"]["facilityRef"] == {"name": "gw"} and fleet["spec"]["image"] == dask_image, fleet["spec"]
+        (scheduler,) = cluster.kube.list("Pod", namespace, {**select, "app.kubernetes.io/component": "scheduler"})
+        cluster.kubectl("taint", "node", CACHE_HOST, "switchyard.dev/hold-")
+        assert scheduler["spec"]["nodeName"] in nodes.nodes and scheduler["status"]["phase"] == "Running", \
+            (scheduler["spec"].get("nodeName"), scheduler["status"].get("phase"))
+
+        # scale(1): the fleet's replicas, a worker pod Ready on a real node of the switch the plan chose.
+        started = time.monotonic()
+        _analyst(cluster, address, "scale", name, "1")
+
+        def worker_ready():
+            pods = [p for p in cluster.kube.list("Pod", namespace, {"switchyard.dev/fleet": fleet["metadata"]["name"]})
+                    if not p["metadata"].get("deletionTimestamp")]
+            ready = [p for p in pods if any(c["ready"] for c in p["status"].get("containerStatuses", []))]
+            return ready if len(pods) == len(ready) == 1 else None
+        (worker,) = wait_for(worker_ready, timeout=240, what="the gateway cluster's worker pod Ready")
+        gateway_costs["scale_to_worker_ready_seconds"] = round(time.monotonic() - started, 1)
+        assert worker["spec"]["nodeName"] in nodes.nodes, worker["spec"]["nodeName"]
+        assert cluster.kube.get("WorkerFleet", namespace, fleet["metadata"]["name"])["spec"]["replicas"] == 1
+
+        # A task on it reads the origin's file by its URL: routed to its switch's cache, which fetched it.
+        started = time.monotonic()
+        result = _analyst(cluster, address, "read", name, url)
+        gateway_costs["read_task_seconds"] = round(time.monotonic() - started, 1)
+        read = result["read"]
+        assert result["workers"] == [worker["metadata"]["name"]] and read["pod"] == worker["metadata"]["name"], result
+        assert read["bytes"] == len(payload) and read["sha256"] == hashlib.sha256(payload).hexdigest(), read
+        switch = cluster.kube.get("Node", None, worker["spec"]["nodeName"])["metadata"]["labels"]["switchyard.dev/switch"]
+        assert read["switch"] == switch and f"gw-xcache-{switch}." in read["routed"], read
+        gateway_costs["read"] = read
+        text = _exporter_after_served(cluster, cache, len(payload))
+        assert metric(text, "switchyard_xcache_origin_bytes") == len(payload)
+    finally:
+        cluster.kubectl("taint", "node", CACHE_HOST, "switchyard.dev/hold-", check=False)
+        COSTS.write_text(json.dumps(costs, indent=1))
+        # Shut down (also after a failure: the teardown check wants nothing left).
+        started = time.monotonic()
+        left = _analyst(cluster, address, "shutdown", name)
+    # The gateway lists no cluster, and everything the cluster made is gone.
+    assert left == {"clusters": []}, left
+    wait_for(lambda: _gateway_objects(cluster, namespace, name) == {}, timeout=180,
+             what="every object and pod of the gateway cluster gone after shutdown")
+    gateway_costs["shutdown_to_nothing_left_seconds"] = round(time.monotonic() - started, 1)
+    COSTS.write_text(json.dumps(costs, indent=1))
+    print(json.dumps(gateway_costs, indent=1))
 
 
 def test_teardown_leaves_the_machine_as_it_was(real):
