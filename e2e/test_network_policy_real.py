@@ -69,6 +69,8 @@ except OSError as exc:
 
 @pytest.fixture(scope="module")
 def np():
+    nodes = realnodes.Cluster(CLUSTER, localcluster.kubeconfig_path(CLUSTER))
+    nodes._take_host()   # before the machine's state is noted: another run's real nodes may be up until then
     realnodes.down(CLUSTER)  # whatever a run that died left behind
     localcluster.down(CLUSTER)
     before = _host_state()
@@ -83,7 +85,6 @@ def np():
     config = realnodes.kwokctl_config(localcluster.CACHE / "clusters" / CLUSTER / "realnodes-kwokctl.yaml")
     kubeconfig = localcluster.up(CLUSTER, TOPOLOGY, config=config)
     localcluster.install_crds(CLUSTER)
-    nodes = realnodes.Cluster(CLUSTER, kubeconfig)
     operator = None
     try:
         nodes.up(NODES, images=["pause", "dask"])
@@ -103,7 +104,7 @@ def np():
         COSTS.write_text(json.dumps(costs, indent=1))
         if os.environ.get("SWITCHYARD_KEEP_CLUSTER"):  # for a post-mortem; then realnodes.py down
             return
-        realnodes.down(CLUSTER)
+        nodes.down()   # and the host lock with it, for the next real-node module
         localcluster.down(CLUSTER)
 
 

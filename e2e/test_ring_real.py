@@ -123,7 +123,7 @@ def ring():
         if objects:
             (LOGS / "objects-ring.yaml").write_text(objects)
         if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):  # else: `realnodes.py down`, `localcluster.py down`
-            realnodes.down(CLUSTER)
+            nodes.down()   # and the host lock with it, for the next real-node module
             localcluster.down(CLUSTER)
             _remove_disk_directory()
 
