@@ -28,11 +28,14 @@ an uplink predicted idle that carries traffic drifts too); it stops drifting aft
 `clear_seconds` back within `clear_threshold` (a narrower band, so a ratio
 hovering at the threshold does not flap). The handler (handlers/drift.py)
 reads the exporters and keeps the history; everything here is a function of
-its arguments.
+its arguments. The start of each streak under way is written to the
+facility's status.drift (drift_status) and read back by a new leader (seed),
+which keeps it through its own first, unmeasured window.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from . import conditions as cond
 from .api import reasons
+from .api.analysisfacility import DriftStatus
 from .clientmap import UNKNOWN
 from .exporterspec import PREFIX
 
@@ -176,6 +180,7 @@ class SwitchDrift:
 
     drifting: bool = False
     since: float | None = None   # start of the streak that would flip `drifting` (out of band, or back in it)
+    carried_until: float | None = None  # a streak read back from status (seed): not dropped unmeasured until then
 
 
 def name(subject: Subject) -> str:
@@ -249,10 +254,14 @@ def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float 
     for subject in sorted(predicted):
         gbps, seen = predicted[subject], observed.get(subject)
         before = memory.get(subject, SwitchDrift())
+        # A streak read back from status (seed), in the new process's first window: its rates are only starting.
+        carried = before.carried_until is not None and now < before.carried_until
         if idle or (seen is not None and max(gbps, seen) < rules.floor_gbps):
             after = SwitchDrift()                      # nothing to disagree about
         elif seen is None:
             after = SwitchDrift(before.drifting and gbps >= rules.floor_gbps)  # unmeasured: keep the verdict
+            if carried and before.since is not None and after.drifting == before.drifting:
+                after = before   # ... and a carried streak, not dropped for want of this process's readings
         else:
             # Relative to the prediction, but never to less than the floor: an uplink the plan keeps
             # idle that carries traffic anyway (wrong switch labels) is the drift this is for.
@@ -263,7 +272,8 @@ def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float 
             else:
                 since = before.since if before.since is not None else now
                 hold = rules.clear_seconds if before.drifting else rules.sustain_seconds
-                after = SwitchDrift(not before.drifting) if now - since >= hold else SwitchDrift(before.drifting, since)
+                after = (SwitchDrift(not before.drifting) if now - since >= hold
+                         else SwitchDrift(before.drifting, since, before.carried_until if carried else None))
         if after.drifting and not before.drifting:
             began.append(subject)
         elif before.drifting and not after.drifting:
@@ -278,18 +288,58 @@ def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float 
 _NAMED = re.compile(rf"switch (\S+) served |uplink (\S+) ({'|'.join(UPLINK)}) carried ")
 
 
-def seed(conditions: Iterable[Mapping] | None) -> dict[Subject, SwitchDrift]:
-    """Memory for a facility first seen by this process: the subjects its Degraded condition names as drifting.
+def seed(conditions: Iterable[Mapping] | None, drift_status: Mapping | None = None, now: float = 0.0,
+         offset: float = 0.0, rules: DriftRules = DriftRules()) -> dict[Subject, SwitchDrift]:
+    """Memory for a facility first seen by this process: the subjects its Degraded condition names as drifting,
+    and the streaks under way that status.drift.pending holds.
 
-    So an operator restart keeps a standing drift until the bytes say otherwise,
-    instead of clearing it and raising it again minutes later.
+    So an operator restart or a new leader keeps a standing drift until the
+    bytes say otherwise, instead of clearing it and raising it again minutes
+    later, and carries on each streak from when it began. `now` is this
+    process's clock (the one assess is given), `offset` the wall clock minus
+    it. For window_seconds + stale_seconds a carried streak is not dropped
+    for its subject being unmeasured (the new process needs readings of its
+    own for a rate, and its first rates come and go); measured back in band
+    it ends, out of band it goes on, as any streak. One the condition
+    contradicts (toward Drift on a subject drifting) is left out.
     """
+    memory: dict[Subject, SwitchDrift] = {}
     degraded = cond.condition(list(conditions or ()), "Degraded")
-    if not degraded or degraded.get("status") != "True" or REASON not in (degraded.get("message") or ""):
-        return {}
-    named = _NAMED.findall(degraded["message"].split(REASON + ":", 1)[1])
-    return {(served, SERVE) if served else (switch, direction): SwitchDrift(True)
-            for served, switch, direction in named}
+    if degraded and degraded.get("status") == "True" and REASON in (degraded.get("message") or ""):
+        named = _NAMED.findall(degraded["message"].split(REASON + ":", 1)[1])
+        memory = {(served, SERVE) if served else (switch, direction): SwitchDrift(True)
+                  for served, switch, direction in named}
+    carried_until = now + rules.window_seconds + rules.stale_seconds
+    for streak in DriftStatus.model_validate(drift_status or {}).pending:
+        subject = (streak.switch, streak.direction)
+        drifting = memory.get(subject, SwitchDrift()).drifting
+        began = _seconds(streak.since)
+        if began is not None and drifting == (streak.toward == "Clear"):
+            # A start in the future (another node's clock ahead of ours) starts now.
+            memory[subject] = SwitchDrift(drifting, min(now, began - offset), carried_until)
+    return memory
+
+
+def drift_status(memory: Mapping[Subject, SwitchDrift], offset: float) -> dict:
+    """status.drift: the streaks under way in `memory`, each start on the wall clock (`offset`: the wall clock
+    minus the clock of `memory`), to the second. Read back by seed()."""
+    pending = [{"switch": switch, "direction": direction, "toward": "Clear" if m.drifting else "Drift",
+                "since": _rfc3339(m.since + offset)}
+               for (switch, direction), m in sorted(memory.items()) if m.since is not None]
+    return {"pending": pending}
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(round(seconds), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _seconds(rfc3339: str) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time (UTC when it names no zone); None when it is not one."""
+    try:
+        stamp = datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)).timestamp()
 
 
 def with_drift(states: Mapping[str, cond.State], assessment: Assessment | None) -> dict[str, cond.State]:

@@ -124,6 +124,26 @@ class PlanSummary(Model):
     switches: list[SwitchPlan] = Field(default=[], description="Per-switch plan.")
 
 
+class PendingDrift(Model):
+    """A streak of the drift check under way, kept so that a new leader carries it on from when it began."""
+
+    switch: str = Field(description="Switch name.")
+    direction: Literal["serve", "in", "out"] = Field(description=(
+        "What is compared: serve (what the switch's cache hosts serve), in / out (its uplink, each way)."))
+    toward: Literal["Drift", "Clear"] = Field(description=(
+        "Drift: out of the raising band, PredictionDrift is set after sustainSeconds; Clear: drifting and back "
+        "within the clearing band, cleared after clearSeconds."))
+    since: str = Field(description="When the streak began (RFC 3339, the operator's wall clock).")
+
+
+class DriftStatus(Model):
+    """What the prediction drift check has under way (the standing drift is in the Degraded condition)."""
+
+    pending: list[PendingDrift] = Field(default=[], max_length=3000, description=(
+        "Streaks under way, sorted by switch and direction: a new leader carries them on instead of starting "
+        "them again."))
+
+
 class AnalysisFacilityStatus(CommonStatus):
     """Observed state of an analysis facility."""
 
@@ -131,3 +151,4 @@ class AnalysisFacilityStatus(CommonStatus):
     caches: int = Field(default=0, description="Planned cache hosts.")
     workers: int = Field(default=0, description="Planned workers.")
     plan: PlanSummary | None = Field(default=None, description="The current plan.")
+    drift: DriftStatus | None = Field(default=None, description="The prediction drift check's streaks under way.")

@@ -21,7 +21,8 @@ from . import Outcome, held, validate
 
 KIND = "AnalysisFacility"
 CHILD_KINDS = ("XCachePool", "WorkerFleet", "S3Staging")
-KEPT_STATUS = ("switches", "caches", "workers", "plan")
+KEPT_STATUS = ("switches", "caches", "workers", "plan", "drift")
+DRIFT_STATUS = "drift"  # the drift check's streaks under way: the handler writes them after the plan (handlers/drift.py)
 
 
 def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: Sequence[NodeInfo],
@@ -59,6 +60,7 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
                    if f["metadata"]["name"] in refused else fleet_plan(name, spec, plan, f["metadata"]["name"], s.pool))
                   for f, s in attached)
     status = {
+        **{k: v for k, v in keep.items() if k == DRIFT_STATUS},   # until the handler writes it anew
         "switches": sum(1 for s in topology.switches if s.hosts),
         "caches": sum(len(n) for by_sw in plan.placement.caches.values() for n in by_sw.values()),
         "workers": sum(n for by_sw in plan.placement.workers.values() for n in by_sw.values()),

@@ -144,8 +144,24 @@ than their `readGbps`, show as a ratio below 1: the prediction assumes busy
 readers. Nothing is
 changed on any child because of a drift; `SWITCHYARD_DRIFT_CHECK=false`
 turns the check (and its exporter reads) off. The operator keeps the
-history in memory; after a restart a standing drift (serve or uplink, read
-back from the condition's message) stays until the bytes say otherwise.
+readings in memory; after a restart or a leader change a standing drift
+(serve or uplink, read back from the condition's message) stays until the
+bytes say otherwise. Each streak under way (a subject out of band, not yet
+for the sustain time, or a drifting one back in band, not yet for the
+clear time) is in the facility's `status.drift.pending`: the subject,
+`toward` (`Drift` or `Clear`) and `since`, its start on the leader's wall
+clock to the second, written when a streak begins or ends. A new leader
+carries each on from that start. For `SWITCHYARD_DRIFT_WINDOW_SECONDS` +
+`SWITCHYARD_DRIFT_STALE_SECONDS` from its first check of the facility, a
+streak read back is not dropped for its subject being unmeasured (a rate
+needs readings of the new process's own, so the first
+`SWITCHYARD_DRIFT_WINDOW_SECONDS` at least, and its first rates come and
+go); measured still out of band (or still back in it), the streak goes on,
+so a drift 200 s into its streak is raised 100 s later (or at the first
+measurement, if later), not 60 + 300 s after the takeover; measured back
+in band, it ends. After that the rule of one process holds again: a
+subject unmeasured starts its streak again. A start ahead of the new
+leader's clock (the nodes' clocks differ) counts from the takeover.
 
 """
 

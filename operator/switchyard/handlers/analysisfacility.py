@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..api.plans import PLAN_FIELD_MANAGER
 from ..builders.facility import fleet_object_name, pool_object_name
 from ..apply import child_key
-from ..desired.facility import CHILD_KINDS, KIND, desired_facility, facility_states
+from ..desired.facility import CHILD_KINDS, DRIFT_STATUS, KIND, desired_facility, facility_states
 from ..drift import with_drift
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..settings import current
@@ -54,8 +54,11 @@ def reconcile(body, logger, node_index, pool_index, fleet_index, staging_index, 
                 fleet_names={f.name: fleet_object_name(name, f.name) for f in spec.fleets},
                 fleets=[c for c in children + attached if c["kind"] == "WorkerFleet"])
     # Observed bytes against the plan's prediction: a condition and gauges, never a change to a child.
-    drift = check_drift(body, plan, outcome.status["plan"], pool_names, logger)
-    write_status(KIND, body, outcome.status, with_drift(states, drift), logger)
+    drift, drift_status = check_drift(body, plan, outcome.status["plan"], pool_names, logger)
+    status = {k: v for k, v in outcome.status.items() if k != DRIFT_STATUS}   # the old one, replaced here
+    if drift_status is not None:
+        status[DRIFT_STATUS] = drift_status
+    write_status(KIND, body, status, with_drift(states, drift), logger)
 
 
 register(PLURAL, KIND, reconcile, on_forget=forget_facility)

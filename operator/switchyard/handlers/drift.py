@@ -28,6 +28,7 @@ class FacilityDrift:
     """What this process keeps of one facility between reads."""
 
     memory: Mapping[drift.Subject, drift.SwitchDrift]
+    offset: float                                   # the wall clock minus time.monotonic(): streak starts in status
     history: dict = field(default_factory=dict)
     last_read: float = -math.inf
     assessment: drift.Assessment | None = None
@@ -81,17 +82,25 @@ def expected_hosts(plan, pool_names: Mapping[str, str]) -> dict[str, list[drift.
     return out
 
 
-def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, str], logger) -> drift.Assessment | None:
-    """The facility's latest drift assessment (None: not checked, or the plan has no fair-share prediction)."""
+def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, str],
+          logger) -> tuple[drift.Assessment | None, dict | None]:
+    """The facility's latest drift assessment (None: not checked, or the plan has no fair-share prediction), and
+    its status.drift, the streaks under way (None: not checked)."""
     settings = current()
     meta = body["metadata"]
     if not settings.drift_check:
-        return None
+        return None, None
     with _guard:
-        state = _facilities.setdefault(meta["uid"], FacilityDrift(drift.seed((body.get("status") or {}).get("conditions"))))
+        state = _facilities.get(meta["uid"])
+        if state is None:
+            # A facility new to this process (a restart, a new leader): carry on what its status holds.
+            status, now = body.get("status") or {}, time.monotonic()
+            offset = time.time() - now
+            state = _facilities[meta["uid"]] = FacilityDrift(
+                drift.seed(status.get("conditions"), status.get("drift"), now, offset, settings.drift), offset)
     now = time.monotonic()
     if now - state.last_read < settings.drift_read_seconds:
-        return state.assessment
+        return state.assessment, drift.drift_status(state.memory, state.offset)
     rules = settings.drift
     expected = expected_hosts(plan, pool_names)
     readings, flows = read_hosts(pod_addresses(state, meta["namespace"], expected, now))
@@ -108,7 +117,7 @@ def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, s
         state.memory = state.assessment.memory
         _announce(body, state.assessment, logger)
     _export(meta["namespace"], meta["name"], predicted or {}, observed, state.assessment, uplinks)
-    return state.assessment
+    return state.assessment, drift.drift_status(state.memory, state.offset)
 
 
 def _announce(body: Mapping, assessment: drift.Assessment, logger) -> None:

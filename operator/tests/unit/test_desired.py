@@ -66,6 +66,17 @@ def test_facility_invalid_spec_keeps_the_last_plan_and_touches_nothing():
     assert out.status == {"workers": 7, "plan": {"predictedGbps": 1}}
 
 
+def test_facility_keeps_the_drift_streaks_in_status_for_the_drift_check_to_write():
+    drift = {"pending": [{"switch": "rack-a", "direction": "serve", "toward": "Drift", "since": "2026-11-26T11:00:00Z"}]}
+    spec = facility_spec()
+    spec["targetGbps"] = "fast"
+    held = desired_facility("af", spec, {"workers": 7, "drift": drift}, NODES, [], [], SETTINGS)
+    assert held.status == {"workers": 7, "drift": drift}         # a held write does not drop them
+    planned = desired_facility("af", facility_spec(), {"workers": 7, "drift": drift}, NODES, [], [], SETTINGS)
+    assert planned.converges and planned.status["drift"] == drift and planned.status["workers"] != 7
+    assert "drift" not in planned_facility().status
+
+
 def test_facility_refuses_images_and_host_paths_outside_the_admins_lists():
     assert reason(desired_facility("af", facility_spec(), None, NODES, [], [], LOCKED)) == (False, "ImageNotAllowed")
     paths = Settings(host_paths=HostPathPolicy.parse("/nvme/"))

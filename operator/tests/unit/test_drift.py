@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from switchyard import conditions as cond
 from switchyard.drift import (
-    REASON, SERVE, DriftRules, HostReading, SwitchDrift, assess, host_gbps, observations, observed_gbps,
-    parse_readings, predictions, record, seed, with_drift,
+    REASON, SERVE, DriftRules, HostReading, SwitchDrift, assess, drift_status, host_gbps, observations,
+    observed_gbps, parse_readings, predictions, record, seed, with_drift,
 )
 from switchyard.exporter import ExporterSettings, XCacheCollector
 from switchyard.settings import Settings
@@ -198,6 +198,82 @@ def test_another_degraded_reason_keeps_its_reason_and_the_drift_is_added():
     assert set(seed(cond.merge([], 1, "t", **merged))) == {("sw1", SERVE), ("sw-b.2", SERVE)}
     assert with_drift(states, None) == states
     assert seed(cond.merge([], 1, "t", **states)) == {}
+
+
+# ---------------------------------------------------------------- across a takeover (status.drift)
+OLD = 1_000.0        # the old leader's monotonic clock at its wall clock's WALL
+NEW = 50.0           # the new leader's
+WALL = 1_795_000_000.0
+CARRY = RULES.window_seconds + RULES.stale_seconds
+
+
+def takeover(assessment, at: float, conditions=None) -> tuple[dict, dict]:
+    """What the old leader wrote (status.drift, through its model) and the new leader's memory seeded from it
+    `at` seconds later; the two monotonic clocks have nothing in common."""
+    from switchyard.api import AnalysisFacilityStatus
+
+    written = drift_status(assessment.memory, offset=WALL - OLD)
+    status = AnalysisFacilityStatus.model_validate({"drift": written}).model_dump(by_alias=True, mode="json")
+    assert status["drift"] == written                      # the status model holds it as it is
+    return written, seed(conditions, status["drift"], now=NEW, offset=WALL + at - NEW, rules=RULES)
+
+
+def test_a_pending_streak_is_written_on_the_wall_clock_and_carried_on_by_a_new_leader():
+    # Out of band since OLD; 200 s of it seen by the old leader, then a takeover 20 s later.
+    before = run({"sw1": 10.0, "sw2": 10.0}, [(OLD + t, {"sw1": 5.0, "sw2": 10.0}) for t in range(0, 201, 15)])[-1]
+    written, memory = takeover(before, at=220)
+    assert written == {"pending": [{"switch": "sw1", "direction": SERVE, "toward": "Drift",
+                                    "since": "2026-11-18T11:06:40Z"}]}
+    assert memory[("sw1", SERVE)] == SwitchDrift(False, NEW - 220, NEW + CARRY) and ("sw2", SERVE) not in memory
+    assert drift_status(memory, offset=WALL + 220 - NEW) == written   # written back unchanged: no status write
+    # Unmeasured for the new process's first window, then out of band still: raised 300 s after the streak
+    # began (80 s after the takeover), not windowSeconds + sustainSeconds after the takeover.
+    after = run({"sw1": 10.0}, [(NEW + t, {"sw1": None if t < 60 else 5.0}) for t in range(0, 91, 15)],
+                memory=memory)
+    assert [bool(a.drifting) for a in after] == [False] * 6 + [True]
+    assert after[-1].began == (("sw1", SERVE),) and after[4].memory[("sw1", SERVE)].since == NEW - 220
+
+
+def test_a_carried_streak_ends_when_the_subject_is_measured_back_in_band_or_stays_unmeasured():
+    before = run({"sw1": 10.0}, [(OLD + t, {"sw1": 5.0}) for t in range(0, 201, 15)])[-1]
+    _, memory = takeover(before, at=220)
+    back = run({"sw1": 10.0}, [(NEW, {"sw1": None}), (NEW + 60, {"sw1": 9.5}), (NEW + 75, {"sw1": 5.0}),
+                               (NEW + 375, {"sw1": 5.0})], memory=memory)
+    assert back[0].memory[("sw1", SERVE)].since == NEW - 220     # not measured yet: kept
+    assert back[1].memory[("sw1", SERVE)] == SwitchDrift()        # measured in band: gone
+    assert back[2].memory[("sw1", SERVE)].since == NEW + 75      # a new streak of this process's own
+    assert not back[2].drifting and back[3].drifting
+    # The new process's first rates come and go: within windowSeconds + staleSeconds, measured out of band then
+    # unmeasured again keeps the streak; past that, unmeasured is for reasons of its own, as in one process.
+    flicker = run({"sw1": 10.0}, [(NEW + 30, {"sw1": 5.0}), (NEW + CARRY - 1, {"sw1": None}),
+                                  (NEW + CARRY, {"sw1": None})], memory=memory)
+    assert [a.memory[("sw1", SERVE)].since for a in flicker] == [NEW - 220, NEW - 220, None]
+
+
+def test_a_clear_under_way_is_carried_on_with_the_standing_drift():
+    drifting = drifting_assessment()                              # sw1 and sw-b.2 drift; back in band at OLD
+    conditions = cond.merge([], 1, "t", **with_drift(cond.ready(), drifting))
+    clearing = assess(subjects({"sw1": 10.0, "sw-b.2": 10.0, "sw3": 10.0}),
+                      subjects({"sw1": 9.5, "sw-b.2": 20.0, "sw3": 10.0}), drifting.memory, OLD, RULES)
+    written, memory = takeover(clearing, at=40, conditions=conditions)
+    assert written["pending"] == [{"switch": "sw1", "direction": SERVE, "toward": "Clear",
+                                   "since": "2026-11-18T11:06:40Z"}]
+    assert memory == subjects({"sw1": SwitchDrift(True, NEW - 40, NEW + CARRY), "sw-b.2": SwitchDrift(True)})
+    after = run({"sw1": 10.0, "sw-b.2": 10.0}, [(NEW, {"sw1": None, "sw-b.2": None}),
+                                                 (NEW + 20, {"sw1": 9.5, "sw-b.2": 20.0})],
+                memory=memory)
+    assert after[0].drifting and after[1].cleared == (("sw1", SERVE),)   # 60 s after the clear began
+
+
+def test_seed_leaves_out_streaks_it_cannot_trust():
+    pending = {"pending": [
+        {"switch": "sw1", "direction": SERVE, "toward": "Clear", "since": "2026-11-18T11:06:40Z"},  # not drifting
+        {"switch": "sw2", "direction": "in", "toward": "Drift", "since": "yesterday"},
+        {"switch": "sw3", "direction": "out", "toward": "Drift", "since": "2026-11-18T12:00:00Z"},  # in the future
+    ]}
+    memory = seed([], pending, now=NEW, offset=WALL - NEW, rules=RULES)
+    assert memory == {("sw3", "out"): SwitchDrift(False, NEW, NEW + CARRY)}
+    assert seed(None, None) == {} and drift_status({}, offset=0.0) == {"pending": []}
 
 
 def test_predictions_read_the_fair_share_figures_of_the_status_plan():
