@@ -30,7 +30,6 @@ KUBERNETES_VERSION = "v1.31"
 OPTIONAL_CHECKS = ("container-seccomp-profile",)  # off by default in kube-score; everything here sets it
 CHART_VALUES = {"chart (default values)": (), "chart (gateway on)": ("gateway.enabled=true", "gateway.facility=af")}
 ENTRY_KEYS = {"kind", "name", "component", "check", "container", "summary", "reason"}
-CACHE_REASON = "cache pods: see issue #26 part 2, being changed"
 
 
 def kube_score_binary() -> str:
@@ -81,10 +80,8 @@ def scored_sources(tmp: pathlib.Path) -> dict[str, list[dict]]:
     return sources
 
 
-def load_allow() -> tuple[list[dict], list[dict]]:
-    """(the lasting entries, the cache pods' entries to remove once issue 26 part 2 lands)."""
-    doc = yaml.safe_load(ALLOW_FILE.read_text())
-    return doc["allow"], doc["cachePodsBeingChanged"]
+def load_allow() -> list[dict]:
+    return yaml.safe_load(ALLOW_FILE.read_text())["allow"]
 
 
 def matches(entry: dict, finding: Finding) -> bool:
@@ -110,31 +107,23 @@ def findings(tmp_path_factory) -> list[Finding]:
 
 
 def test_the_allow_file_gives_a_reason_for_each_entry():
-    lasting, cache = load_allow()
     checks = {line.split(",")[0] for line in subprocess.run(
         [kube_score_binary(), "list"], capture_output=True, text=True, check=True).stdout.splitlines()}
-    for entry in lasting + cache:
+    for entry in load_allow():
         assert set(entry) <= ENTRY_KEYS and {"kind", "check", "reason"} <= set(entry), entry
         assert entry["check"] in checks, f"not a kube-score check: {entry}"
         assert len(entry["reason"]) > 20, f"say why: {entry}"
-    # The cache pods' provisional entries are the security settings another change is making, nothing else.
-    for entry in cache:
-        assert entry["reason"] == CACHE_REASON and entry.get("component") == "xcache", entry
-        assert entry["check"].startswith("container-security-context-") or entry["check"] == "container-seccomp-profile"
-    assert not [e for e in lasting if e["reason"] == CACHE_REASON]
 
 
 def test_no_finding_outside_the_allow_file(findings):
-    lasting, cache = load_allow()
     # Every source was scored and said something (an empty run would pass vacuously).
     sources = {f.source for f in findings}
     assert set(CHART_VALUES) <= sources and {e.name for e in rendered.EXAMPLES} <= sources, sources
-    assert unexplained(findings, lasting + cache) == []
+    assert unexplained(findings, load_allow()) == []
 
 
 def test_every_allow_entry_is_still_needed(findings):
-    lasting, cache = load_allow()
-    stale = [e for e in lasting + cache if not any(matches(e, f) for f in findings)]
+    stale = [e for e in load_allow() if not any(matches(e, f) for f in findings)]
     assert stale == [], "nothing needs these entries any more: delete them from kube_score_allow.yaml"
 
 
@@ -152,10 +141,10 @@ def _without_seccomp(pod: dict) -> None:
 def test_a_planted_regression_is_a_new_finding(tmp_path, plant, check):
     # The comparison can fail: a generated scheduler made worse shows up as a finding the file does not allow.
     objs = rendered.workloads(tmp_path)[rendered.EXAMPLES[0].name]
-    lasting, cache = load_allow()
-    assert unexplained(score("planted", objs, tmp_path), lasting + cache) == []
+    allowed = load_allow()
+    assert unexplained(score("planted", objs, tmp_path), allowed) == []
     scheduler = next(o for o in objs if o["kind"] == "Deployment"
                      and o["metadata"]["labels"].get(rendered.COMPONENT) == "scheduler")
     plant(scheduler["spec"]["template"]["spec"])
-    after = unexplained(score("planted", objs, tmp_path), lasting + cache)
+    after = unexplained(score("planted", objs, tmp_path), allowed)
     assert after and all(check in line and scheduler["metadata"]["name"] in line for line in after), after
