@@ -92,7 +92,7 @@ down: install
 
 bench: bench-planner bench-xcache bench-fleet
 
-# The README's pictures of the bench's Chicago-like and Nebraska-like plans (switchyard plan -o png).
+# docs/admin-guide.md's pictures of the bench's Chicago-like and Nebraska-like plans (switchyard plan -o png).
 .PHONY: plan-pictures
 plan-pictures: install
 	for case in chicago nebraska; do \

@@ -7,7 +7,7 @@ The operator then runs here as a subprocess with a token of that
 ServiceAccount (`kubectl create token`), so every API call it makes is
 authorised by the chart's Roles and nothing else; the sample facility must
 become Ready without a single "forbidden". `helm uninstall` must then leave
-nothing behind but the CRDs, as the chart's NOTES and README say.
+nothing behind but the CRDs, as the chart's NOTES and docs/admin-guide.md say.
 
 Run alone on its own cluster: SWITCHYARD_E2E_CLUSTER=sy-chart pytest e2e/test_chart_install.py
 """

@@ -291,7 +291,7 @@ def _event_time(event: dict) -> datetime.datetime:
 
 
 def test_a_new_leader_does_not_announce_an_over_quota_again(cluster, namespace, tmp_path):
-    """What the old leader announced is read back from the status (README, the takeover table):
+    """What the old leader announced is read back from the status (docs/admin-guide.md, the takeover table):
     a bucket over quota gets one OverQuota event, not one more per leader."""
     from test_s3_staging_e2e import MinioServer, admin_secret, minio_binary, staging, wait_condition
 

@@ -38,7 +38,7 @@ complete, and from the cluster and its audit log (one clock, the API server's):
   switch, every child owned by a live owner with the matching owner-uid label), and each child the
   operators created (a 201 to their server-side apply) was created once and none deleted.
 - The ramp was under way at every kill: fewer than WORKERS workers asked for. The rate bounds it
-  (a new leader resumes a ramp with no tokens: README, "What a new leader does first"), and the
+  (a new leader resumes a ramp with no tokens: docs/admin-guide.md, "What a new leader does first"), and the
   seeded moments add up to less than WORKERS / RATE seconds of leading.
 
 Takeover times (kill to the new holder seen on the Lease) and the gaps are printed and recorded

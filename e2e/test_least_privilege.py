@@ -6,7 +6,7 @@
 2. Every pod switchyard generates is dry-run (server side) into a namespace
    enforcing Pod Security `restricted` and admitted, except cache hosts: they
    need host networking and host paths, which `restricted` and `baseline`
-   refuse, so their namespace must be `privileged` (as the README says).
+   refuse, so their namespace must be `privileged` (as docs/admin-guide.md says).
 3. With an image allowlist (SWITCHYARD_ALLOWED_IMAGES), a fleet or facility
    asking for another image gets Ready=False, reason ImageNotAllowed, a
    Warning event naming the image, and no child is created or changed.

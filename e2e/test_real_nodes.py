@@ -13,7 +13,7 @@ the kubelet runs its probes, the operator reaches the API server through the
 `kubernetes` Service and makes a facility Ready. Then a facility whose pool and fleet
 tolerate the real nodes' taint runs real xrootd from the rendered ConfigMap and a real
 Dask scheduler and worker; a task reads a file from a real origin through its switch's
-cache, a real Prometheus scrapes the exporter with the README's scrape job, and a
+cache, a real Prometheus scrapes the exporter with the admin guide's scrape job, and a
 deleted cache pod comes back with its disk (warm reads). Then the chart's dask-gateway
 (`helm upgrade --set gateway.enabled=true`) runs on a real node, and the dask_gateway client,
 in an analyst's pod, makes a cluster through it, scales it, runs a task on its real worker pod
@@ -223,7 +223,7 @@ def test_operator_from_the_chart_runs_on_a_real_node(real):
          "--set", f"image.repository={OPERATOR_IMAGE.rsplit(':', 1)[0]}", "--set", "image.tag=0.1.0",
          "--set-json", f"tolerations=[{json.dumps(realnodes.TOLERATION)}]",
          "--set-json", f'nodeSelector={{"{realnodes.REAL_LABEL}": "true"}}')
-    # Two replicas: the one that holds the leader Lease reconciles (README, "Several replicas, one leader").
+    # Two replicas: the one that holds the leader Lease reconciles (docs/admin-guide.md, "Several replicas, one leader").
     name = wait_for(lambda: ((cluster.kube.get("Lease", namespace, f"{RELEASE}-switchyard-leader") or {})
                              .get("spec") or {}).get("holderIdentity"), timeout=60, what="a leader")
     pod = cluster.kube.get("Pod", namespace, name)
@@ -469,7 +469,7 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
         assert "xcache" in logs
 
         # A real Prometheus on the host scrapes the exporter in the pod, at the pod's address and the
-        # port the README's scrape job keeps (Debian's Prometheus is built without Kubernetes service
+        # port the admin guide's scrape job keeps (Debian's Prometheus is built without Kubernetes service
         # discovery, so the job's pod discovery itself is not exercised here).
         port = next(p["containerPort"] for c in cache["spec"]["containers"] for p in c.get("ports", [])
                     if p.get("name") == "metrics")
@@ -506,7 +506,7 @@ def test_cache_and_dask_workers_run_on_real_nodes(real):
 
 
 # The analyst's side of the gateway step: the dask_gateway client in a pod of its own (a notebook's
-# place), which reaches the gateway by its Service's DNS name as the README's analyst path does.
+# place), which reaches the gateway by its Service's DNS name as the analyst guide's path does.
 ANALYST = r"""
 import hashlib, json, sys, time
 from dask_gateway import BasicAuth, Gateway
@@ -560,7 +560,7 @@ def _gateway_objects(cluster: Cluster, namespace: str, name: str) -> dict[str, l
 
 def test_gateway_from_the_chart_runs_clusters_on_real_nodes(real):
     """The chart's dask-gateway on a real node (`helm upgrade --set gateway.enabled=true`), driven by the
-    dask_gateway client as in the README's analyst path: a cluster made through the gateway pod, scaled,
+    dask_gateway client as in the analyst guide's path: a cluster made through the gateway pod, scaled,
     a task on a real worker pod reading by the origin's URL through its switch's cache, and shut down
     leaving nothing. The gateway, its facility and its clusters share the release's namespace, as at a
     site; that facility has a cache pool (host network), so the namespace enforces `privileged` from here."""

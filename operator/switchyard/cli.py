@@ -32,7 +32,7 @@ def _run(args: argparse.Namespace) -> int:
 
     def operate(liveness: str | None) -> None:
         kopf.run(
-            # No kopf peering: the Lease below decides who runs at all (README, "Several replicas").
+            # No kopf peering: the Lease below decides who runs at all (docs/admin-guide.md, "Several replicas").
             standalone=True,
             # kopf names itself after the OS user by default; the image runs as UID 65532,
             # which has no passwd entry, and getpass would fail (seen on a real node).

@@ -2,7 +2,7 @@
 
 Cache hosts use host networking so that clients are handed the node's own
 address (a container IP leaks otherwise, coffea-casa#374) and host paths for
-the NVMe disks (see README: why host paths, and the Pod Security level).
+the NVMe disks (see docs/admin-guide.md: why host paths, and the Pod Security level).
 
 Least privilege in the cache pod (what each container gets, and why):
 

@@ -206,7 +206,7 @@ class NetworkPolicies(Values):
                                             "namespaces its dask.clientNamespaces names; an embedded MinIO admits its "
                                             "own namespace and the operator. Turn off where the cluster's network "
                                             "plugin enforces none (off prunes those made). Cache hosts use the host "
-                                            "network: firewall their node ports instead (README).")
+                                            "network: firewall their node ports instead (docs/admin-guide.md).")
 
 
 class GatewayImage(Values):
@@ -264,7 +264,7 @@ class ChartValues(Values):
     watch: Watch = Field(default_factory=Watch, description="What the operator watches, and so which RBAC it gets.")
     operator: OperatorSettings = Field(default_factory=OperatorSettings, description="Operator settings.")
     replicas: int = Field(2, ge=1, le=10, description="Operator pods. One holds the leader Lease and reconciles; the "
-                          "others are standbys that take over when its Lease expires (README, \"Several replicas\").")
+                          "others are standbys that take over when its Lease expires (docs/admin-guide.md, \"Several replicas\").")
     leader_election: LeaderElection = Field(default_factory=LeaderElection,
                                             description="The leader Lease (<fullname>-leader in the release "
                                                         "namespace).")

@@ -91,7 +91,7 @@ def shortfall(target_gbps: float, result: Plan, topology: Topology, pools: Seque
             f"({_gbps(short)} short): {_remedy(result, topology, pools, fleets, short)}")
 
 
-NEAR_CAP = 0.9  # hosts serving this share of their cap deliver less than predicted (README: serveHeadroom)
+NEAR_CAP = 0.9  # hosts serving this share of their cap deliver less than predicted (docs/design.md: serveHeadroom)
 
 
 def idle_cache_nodes(result: Plan, topology: Topology, pools: Sequence[PoolRequest]) -> list[str]:

@@ -207,7 +207,7 @@ def containers(pod: dict) -> dict[str, dict]:
 def test_cache_pod_least_privilege():
     pod = cache_pod()
     assert pod["automountServiceAccountToken"] is False
-    # Host networking and host paths stay (README: why); nothing else of the host.
+    # Host networking and host paths stay (docs/admin-guide.md: why); nothing else of the host.
     assert pod["hostNetwork"] is True and not any(pod.get(k) for k in ("hostPID", "hostIPC"))
     by_name = containers(pod)
     assert sorted(by_name) == ["exporter", "prepare", "xrootd"]

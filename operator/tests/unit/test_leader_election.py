@@ -134,7 +134,7 @@ def test_a_leader_stops_at_once_when_another_holds_the_lease_else_at_the_deadlin
 
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
-README = PACKAGE.parents[1] / "README.md"
+ADMIN_GUIDE = PACKAGE.parents[1] / "docs" / "admin-guide.md"
 MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem", "clear", "discard", "remove"}
 
 
@@ -162,10 +162,10 @@ def changed_module_state(path: pathlib.Path) -> set[str]:
     return found & top
 
 
-def test_every_module_state_a_takeover_loses_or_rebuilds_is_in_the_readmes_table():
+def test_every_module_state_a_takeover_loses_or_rebuilds_is_in_the_admin_guides_table():
     """A new leader has only what the cluster and the objects' status say: each piece of process memory
-    is listed in README's "What a new leader does first" table, with what becomes of it."""
-    text = README.read_text()
+    is listed in docs/admin-guide.md's "What a new leader does first" table, with what becomes of it."""
+    text = ADMIN_GUIDE.read_text()
     table = text[text.index("**What a new leader does first.**"):text.index("**Measured** (`e2e/test_leader.py`")]
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     state = {(name, str(path.relative_to(PACKAGE))) for path in sorted(PACKAGE.rglob("*.py"))
@@ -173,4 +173,4 @@ def test_every_module_state_a_takeover_loses_or_rebuilds_is_in_the_readmes_table
     assert {name for name, _ in state} >= {"_ramps", "_facilities", "_applied", "_trackers"}  # the scan finds them
     missing = [(name, module) for name, module in sorted(state)
                if not any(f"`{name}`" in row.split("|")[1] and f"`{module}`" in row.split("|")[1] for row in rows)]
-    assert not missing, f"module state missing from README's takeover table: {missing}"
+    assert not missing, f"module state missing from docs/admin-guide.md's takeover table: {missing}"

@@ -143,7 +143,7 @@ def other_pythons() -> list[Path]:
     found = {}
     for path in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3")):
         minor = tuple(int(p) for p in path.parent.parent.name.split(".")[:2])
-        if minor >= (3, 9):  # the oldest the README admits
+        if minor >= (3, 9):  # the oldest docs/admin-guide.md admits
             found[minor] = path
     return list(found.values())
 
