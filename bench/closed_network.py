@@ -19,11 +19,11 @@ every class's reader count (the many-reader limit of the closed network:
 error of order 1/readers, checked against the exact solution in
 operator/tests/unit/test_occupancy.py).
 
-Checked on the fabric runs on record (bench/fairshare_report.py, column
-"closed"): it explains a few per cent of the Nebraska-like loss, not its
+Checked on the fabric runs on record (bench/notes/scripts/fairshare_report.py,
+column "closed"): it explains a few per cent of the Nebraska-like loss, not its
 13-19%, and it moves netbound (a) and Chicago-like (c) away from the
 measurement, so it is a bench tool, not the product's prediction
-(bench/results/fabric-notes.md; bench/fabric_replay.py finds where the loss
+(bench/notes/fabric-notes.md; bench/notes/scripts/fabric_replay.py finds where the loss
 comes from).
 """
 

@@ -52,6 +52,7 @@ from switchyard.topology import load_topology, snapshot  # noqa: E402
 PAYLOAD = 1448 / 1514
 CPU_LIMIT = 0.75          # fraction of all cores busy above which a window is invalid
 TAG = "b"
+NOTES = ROOT / "bench" / "notes" / "fabric-notes.md"   # hand-written notes the report links to
 
 
 def load_case(name: str, where: pathlib.Path = ROOT / "bench" / "topologies"):
@@ -191,7 +192,7 @@ def report(results: dict, args, meta: dict) -> str:
         "direction's shaper sent (tc's HTB byte count: whole frames, a header per TCP segment, what its rate is",
         "charged with), so a full link reads 1.0 of its rate (full = 1). Earlier runs counted the interface counters,",
         "which see a GSO burst as one packet with one header: a full link reads about 0.96 of its rate there",
-        "(`python3 bench/shaper_counts.py`: 0.958-0.964); those runs divide by full = 0.956 (1448/1514).",
+        "(`python3 bench/notes/scripts/shaper_counts.py`: 0.958-0.964); those runs divide by full = 0.956 (1448/1514).",
         "Delivered = bytes into the worker nodes. Predictions are the flow",
         "model's (planner/flow.py) for the same placement: the best total the routing allows, not a fair share.",
         f"A window with more than {CPU_LIMIT:.0%} of all cores busy (by anything: this machine is shared) is",
@@ -498,10 +499,11 @@ def write(results: dict, args, meta: dict, out: pathlib.Path) -> None:
     if plot(results, out / f"{args.name}.png"):
         with open(out / f"{args.name}.md", "a") as md:
             md.write(f"\n![predicted vs measured per uplink]({args.name}.png)\n")
-    if (out / "fabric-notes.md").exists():
+    if NOTES.exists():
+        link = os.path.relpath(NOTES, out.resolve())
         with open(out / f"{args.name}.md", "a") as md:
             md.write("\nNotes on these figures, and the model assumptions they contradict: "
-                     "[fabric-notes.md](fabric-notes.md) (hand-written; they name the run they quote).\n")
+                     f"[fabric-notes.md]({link}) (hand-written; they name the run they quote).\n")
     print(f"wrote {out / args.name}.md")
 
 

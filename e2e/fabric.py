@@ -435,7 +435,7 @@ class Fabric:
         This is what a shaped rate is charged with, so a full link sends its rate
         whatever the senders' packet sizes. The interface counters see a GSO burst
         as one packet with one header: a full link reads about 0.96 of its rate in
-        them (bench/shaper_counts.py).
+        them (bench/notes/scripts/shaper_counts.py).
         """
         sent = {(ns, dev): count
                 for ns in {self.spine, self.origin_ns, *self.switch_ns.values(), *(n.ns for n in self.nodes)}

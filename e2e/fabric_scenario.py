@@ -14,7 +14,7 @@ renders, warms the caches, shapes the links and runs XRootD-client readers
   link in is its NIC. Demand "shaped" (the runs before e493285) shaped a
   reader node's link in at its workers' demand instead: a drop-tail shaper
   where no real network has one, which dropped 5-9% of the frames that had
-  crossed an uplink (bench/results/fabric-notes.md);
+  crossed an uplink (bench/notes/fabric-notes.md);
 - a *local* reader reads each file from one of its switch's cache hosts (what
   the switch's cache Service would pick per connection: a fixed pseudo-random
   choice per stream and file); a *ring* reader reads each file from the cache

@@ -143,7 +143,7 @@ def _seconds_since(timestamp: str) -> float:
 
 def _placement(pod: Mapping) -> dict:
     """What eviction reads of a pod: whole pods of a 10,000-worker fleet cost the operator tens of
-    MiB that it keeps (bench/results/operator-memory-10k.md)."""
+    MiB that it keeps (bench/notes/operator-memory-10k.md)."""
     meta, labels = pod["metadata"], pod["metadata"].get("labels") or {}
     return {"metadata": {"name": meta["name"], "uid": meta["uid"], "deletionTimestamp": meta.get("deletionTimestamp"),
                          "labels": {k: labels[k] for k in (SWITCH_LABEL,) if k in labels}},

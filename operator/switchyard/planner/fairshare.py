@@ -4,7 +4,7 @@ flow.py computes the most a placement's routing allows (an LP): the figure
 plans are chosen and bounded by. Readers do not find that optimum. Each is a
 TCP flow, and flows through a full link share it alike, so where supply is
 short the LP's split (one optimum among many) is not what the links carry.
-The emulated fabric measured it (bench/results/fabric-notes.md): per-uplink
+The emulated fabric measured it (bench/notes/fabric-notes.md): per-uplink
 loads off by 13.5% of capacity on average for the LP, 5.4% for this model.
 This is what observed bytes are to be compared with.
 
@@ -307,7 +307,7 @@ def _full_hosts_behind(saturated: Sequence[str], reads, fills_through: Mapping[s
     reads: (host, the links a read from it uses). Where two full links are in tandem, TCP does not split
     the host alike: flows that also queue at the full uplink have the longer round trip and get less of
     it, and the uplink carries less than its fair share (7.6-14.5% in two runs of the emulated fabric,
-    less with shallower queues: bench/results/fabric-notes.md). No fluid rule tried there predicts it.
+    less with shallower queues: bench/notes/fabric-notes.md). No fluid rule tried there predicts it.
     fills_through: host -> its switch, when a read's links also hold the host's fills from the origin (the
     in-direction of its own switch's uplink): those are not the read and are left out."""
     full_hosts = {link for link in saturated if link.startswith(("serve:", "nic:"))}

@@ -1,5 +1,5 @@
 """The fair-share prediction beside the LP optimum (issue 14, part 3): each case a contradiction the
-emulated fabric measured (bench/results/fabric-notes.md), first seen failing against the plan's figures."""
+emulated fabric measured (bench/notes/fabric-notes.md), first seen failing against the plan's figures."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def tandem(serve: float, nic: float = 20, **body):
 def test_a_full_uplink_whose_flows_also_come_from_a_full_cache_host_is_named():
     """The emulated fabric's short uplinks (fabric.md: rack-5 in -14.4%, tor-2x40 in -7.6%, -13.1% the run
     before) were the two whose readers also read from hosts at their cap; with every host at half its cap
-    bound uplinks carried all of their fair share (fabric.hostfree.md). The fair share names such pairs; it
+    bound uplinks carried all of their fair share (bench/notes/fabric.hostfree.md). The fair share names such pairs; it
     cannot say how much TCP takes from them."""
     fair = tandem(serve=10)
     assert fair.uplinks["s1"]["in"] == pytest.approx(4, abs=1e-3)

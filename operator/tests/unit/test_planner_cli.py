@@ -95,7 +95,7 @@ def test_the_fair_share_is_printed_beside_the_optimum(tmp_path, capsys):
 
 def test_a_full_uplink_behind_a_full_cache_host_gets_a_caution(tmp_path, capsys):
     """rack-b's 14 readers fill its 4 Gbps uplink from rack-a's one cache host, which its local readers fill
-    too: TCP leaves such an uplink below the fair share (bench/results/fabric-notes.md), so the plan says so."""
+    too: TCP leaves such an uplink below the fair share (bench/notes/fabric-notes.md), so the plan says so."""
     topology = {"wanGbps": 100, "switches": [
         {"name": "rack-a", "uplinkGbps": 100, "nodes": [
             {"name": "cache", "count": 1, "nicGbps": 10, "cpu": 16, "memoryGiB": 64, "nvmeDisks": 4},

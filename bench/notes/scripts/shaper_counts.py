@@ -9,7 +9,7 @@ link reads 1.0 of its rate in the shaper's count, and between the payload
 share (1448/1514 = 0.956) and 1.0 in the counters, by the bursts' size. Why
 bench/fabric_bench.py measures with the shaper's count.
 
-    python3 bench/shaper_counts.py [--mbit 100] [--seconds 10]   # needs root; prints a table
+    python3 bench/notes/scripts/shaper_counts.py [--mbit 100] [--seconds 10]   # needs root; prints a table
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "e2e"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "e2e"))
 
 from fabric import PREFIX, allow_congestion, down, run, shape, shaped_bytes  # noqa: E402
 
