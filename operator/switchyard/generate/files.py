@@ -2,10 +2,10 @@
 
 CRDs and their chart copies (crds.py), dashboards (dashboards.py), the chart's
 values and schema (chartvalues.py), the alert rules (alerts.py), the metrics
-reference with its runbooks (docs.py) and the condition and event reasons
-(reasons.py); in docs/architecture.md, the import table (layout.py). Every
-file carries a 'generated' header; a test regenerates into a temporary
-directory and fails when the committed files differ.
+reference with its runbooks (docs.py), the API reference (apidocs.py) and the
+condition and event reasons (reasons.py); in docs/architecture.md, the import
+table (layout.py). Every file carries a 'generated' header; a test regenerates
+into a temporary directory and fails when the committed files differ.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pathlib
 import yaml
 
 from . import alerts, chartvalues, dashboards, layout
+from .apidocs import api_markdown
 from .crds import all_crds
 from .docs import metrics_markdown
 from .reasons import reasons_markdown
@@ -44,6 +45,7 @@ def generated_files() -> dict[str, str]:
     files[alerts.RULES_FILE] = alerts.rules_yaml()
     files["docs/metrics.md"] = metrics_markdown()
     files["docs/reasons.md"] = reasons_markdown()
+    files["docs/api.md"] = api_markdown()
     # a hand-written page with one generated part: the import table
     files[ARCHITECTURE] = layout.spliced((REPO / ARCHITECTURE).read_text())
     return files

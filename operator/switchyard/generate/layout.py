@@ -81,8 +81,8 @@ RULES: tuple[Rule, ...] = (
     Rule(("s3/",), "the S3 client and the staging decisions (`s3/staging.py`: `assess`)",
          ("api/", "conditions.py"), "boto3"),
     Rule(("generate/",), "what `make generate` writes: CRDs, dashboards, chart values and schema, alert rules "
-         "(`alerts.py`: the chart's PrometheusRule, the plain rules file and the runbooks), the metrics and "
-         "reasons references, this table (`layout.py`); never imported by the operator",
+         "(`alerts.py`: the chart's PrometheusRule, the plain rules file and the runbooks), the metrics, "
+         "reasons and API (`apidocs.py`) references, this table (`layout.py`); never imported by the operator",
          ("api/", "metrics.py", "drift.py")),
     Rule(("routing/",), "the worker side of routing: a file's cache from the worker's `SWITCHYARD_*` environment "
          "and the ring file its fleet's routing ConfigMap mounts (re-read when the kubelet refreshes it) "
