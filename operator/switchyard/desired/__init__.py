@@ -5,14 +5,16 @@
 The observed world is plain data the handler read (its indexes: nodes, owned
 children, workloads; a Secret it fetched): no client, no clock, no globals.
 The handler then converges the children the outcome names (`children is None`:
-touch nothing, the input is bad or waiting) and writes its status. The same
+touch nothing, the input is bad or waiting) and writes its status. What a kind's
+handler needs besides is a typed field of that kind's outcome (FacilityOutcome,
+FleetWaiting, FleetOutcome, PoolOutcome), never a dict of loose keys. The same
 functions serve `switchyard render`, so the preview is what the operator does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -33,16 +35,15 @@ class Outcome:
     children: list[dict] | None = None             # None: apply and prune nothing
     errors: tuple[str, ...] = ()                   # lines for the operator's log (already printable)
     events: tuple[tuple[str, str, str], ...] = ()  # (type, reason, message) to post on the object
-    extra: dict = field(default_factory=dict)      # what the kind's handler needs besides (plan, metrics input)
 
     @property
     def converges(self) -> bool:
         return self.children is not None
 
 
-def held(status: dict, states: dict[str, cond.State], **extra) -> Outcome:
+def held(status: dict, states: dict[str, cond.State]) -> Outcome:
     """An outcome that changes no child: only the status says why."""
-    return Outcome(status=status, states=states, children=None, extra=extra)
+    return Outcome(status=status, states=states, children=None)
 
 
 def validate(model: type[M], spec: Mapping) -> tuple[M | None, str]:

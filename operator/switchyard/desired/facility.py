@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from .. import conditions as cond
 from .. import hostpaths, planner
@@ -25,13 +26,31 @@ KEPT_STATUS = ("switches", "caches", "workers", "plan", "drift")
 DRIFT_STATUS = "drift"  # the drift check's streaks under way: the handler writes them after the plan (handlers/drift.py)
 
 
+@dataclass(frozen=True, kw_only=True)
+class FacilityOutcome(Outcome):
+    """A facility that converges (`children` set): what its handler needs besides the children."""
+
+    spec: AnalysisFacilitySpec
+    plan: planner.Plan
+    fleet_plans: tuple[tuple[str, FleetPlan], ...]   # (name, plan) of every valid attached fleet: its status.plan
+    placed: tuple[dict, ...]                          # the attached fleets the plan places (facility_states)
+    problems: tuple[tuple[str, str], ...]             # what the plan had to do without (plan_problems)
+
+    def states_after_write(self, live: Iterable[dict]) -> dict[str, cond.State]:
+        """The states again, the children judged as the writes left them (`live`: each child as the API
+        server answered the write): one just given a new spec has not seen it yet, so is not ready."""
+        return facility_states(_as_desired(self.children, list(live)), self.problems, self.placed)
+
+
 def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: Sequence[NodeInfo],
-                     children: Sequence[dict], standalone: Sequence[dict], settings: Settings) -> Outcome:
+                     children: Sequence[dict], standalone: Sequence[dict], settings: Settings
+                     ) -> FacilityOutcome | Outcome:
     """The facility's children, the plans of its attached fleets, and its status.
 
     `children`: the objects it owns now (kind, metadata, status); `standalone`:
     WorkerFleets of other owners whose facilityRef names it. Bad input, a
-    refused image or disk, or no possible plan: nothing is applied or pruned.
+    refused image or disk, or no possible plan: a plain Outcome, nothing is
+    applied or pruned.
     """
     keep = {k: v for k, v in (old_status or {}).items() if k in KEPT_STATUS}
     spec, error = validate(AnalysisFacilitySpec, spec_raw)
@@ -69,13 +88,11 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
             [FleetRequest(f.name, f) for f in spec.fleets])},
     }
     # A standalone fleet the facility could not place answers for itself (its own condition).
-    placed = [f for f, _ in attached if f["metadata"]["name"] not in refused]
-    problems = plan_problems(topology, plan)
+    placed = tuple(f for f, _ in attached if f["metadata"]["name"] not in refused)
+    problems = tuple(plan_problems(topology, plan))
     states = facility_states(_as_desired(desired, children), problems, placed)
-    return Outcome(status, states, children=desired,
-                   # fleet_plans: (name, plan) of every valid attached fleet, written to its status.plan;
-                   # placed and problems: to judge the children again once they are written (facility_states)
-                   extra={"spec": spec, "plan": plan, "fleet_plans": plans, "placed": placed, "problems": problems})
+    return FacilityOutcome(status, states, children=desired, spec=spec, plan=plan, fleet_plans=plans,
+                           placed=placed, problems=problems)
 
 
 def inline_plans(facility: str, spec: AnalysisFacilitySpec, plan: planner.Plan

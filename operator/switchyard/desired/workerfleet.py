@@ -22,9 +22,25 @@ from ..initreports import init_container, last_runs
 from ..routing import check
 from ..settings import Settings
 from ..topology import NodeInfo
-from . import Outcome, held, policy_peers, validate
+from . import Outcome, policy_peers, validate
 
 KIND = "WorkerFleet"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetWaiting(Outcome):
+    """Nothing is built yet, and why (a held outcome); `wake_facility`: the plan is not for this many
+    workers (new or rescaled), so the facility should re-plan now."""
+
+    wake_facility: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetOutcome(Outcome):
+    """A fleet that converges: besides its children, when to come back and what to warn about."""
+
+    retry_seconds: float | None = None      # come back this soon (ramping up) rather than at the next tick
+    unaddressed: tuple[str, ...] = ()       # the ring's cache hosts without an InternalIP, named by node name
 
 
 @dataclass(frozen=True)
@@ -53,40 +69,40 @@ def accounts_for(plan: FleetPlan | None, replicas: int) -> bool:
 
 
 def fleet_intent(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, settings: Settings, *,
-                 staging: Mapping | None = None) -> FleetIntent | Outcome:
-    """The fleet's spec and plan, or the Outcome that says why nothing is built (extra: wake_facility).
+                 staging: Mapping | None = None) -> FleetIntent | FleetWaiting:
+    """The fleet's spec and plan, or what says why nothing is built (FleetWaiting).
 
     `staging`: the S3Staging object the spec names, as read (None: missing).
     """
     base = {"selector": pod_selector(name)}
     spec, error = validate(WorkerFleetSpec, spec_raw)
     if spec is None:
-        return held(base, cond.failed(reasons.INVALID_SPEC, error))
+        return FleetWaiting(base, cond.failed(reasons.INVALID_SPEC, error))
     base["engine"] = engine(spec)
     # Workers and the scheduler; the jitter helper is the operator's own image.
     if blocked := refusal([worker_image(spec)], settings.images):
-        return held(base, blocked)
+        return FleetWaiting(base, blocked)
     plan, invalid = decode(FleetPlan, dict(status or {}), spec.facility_ref.name)
     if invalid:
-        return held(base, cond.failed(reasons.INVALID_PLAN, invalid))
+        return FleetWaiting(base, cond.failed(reasons.INVALID_PLAN, invalid))
     if plan is not None and plan.problem is not None:
         # The facility placed none of this fleet, and says why; it re-plans when the fleet changes.
-        return held(base, cond.failed(plan.problem.reason, plan.problem.message))
+        return FleetWaiting(base, cond.failed(plan.problem.reason, plan.problem.message))
     wake = not accounts_for(plan, spec.replicas)  # new or rescaled: the facility re-plans now
     if plan is None:
-        return held(base, cond.progressing(reasons.AWAITING_PLAN,
-                                           f"waiting for AnalysisFacility {spec.facility_ref.name} "
-                                           "to place this fleet"), wake_facility=wake)
+        return FleetWaiting(base, cond.progressing(reasons.AWAITING_PLAN,
+                                                   f"waiting for AnalysisFacility {spec.facility_ref.name} "
+                                                   "to place this fleet"), wake_facility=wake)
     env: tuple[dict, ...] = ()
     if spec.staging:
         if staging is None:
-            return held(base, cond.progressing(reasons.AWAITING_STAGING, f"S3Staging {spec.staging} not found"),
-                        wake_facility=wake)
+            return FleetWaiting(base, cond.progressing(reasons.AWAITING_STAGING,
+                                                       f"S3Staging {spec.staging} not found"), wake_facility=wake)
         staging_spec, error = validate(S3StagingSpec, staging.get("spec") or {})
         if staging_spec is None:
-            return held(base, cond.progressing(reasons.AWAITING_STAGING,
-                                               f"S3Staging {spec.staging} is invalid: {error}"),
-                        wake_facility=wake)
+            return FleetWaiting(base, cond.progressing(reasons.AWAITING_STAGING,
+                                                       f"S3Staging {spec.staging} is invalid: {error}"),
+                                wake_facility=wake)
         env = tuple(staging_env(spec.staging, namespace, staging_spec))
     return FleetIntent(spec, plan, env, base, wake, before=status)
 
@@ -127,13 +143,11 @@ def routing_problem(intent: FleetIntent, routing: Mapping | None) -> cond.State 
 
 def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mapping[str, int],
                   workloads: Mapping[str, dict], settings: Settings, nodes: Sequence[NodeInfo] = (),
-                  routing: Mapping | None = None) -> Outcome:
+                  routing: Mapping | None = None) -> FleetOutcome:
     """The workloads for `counts` (workers per switch the ramp-up reached) and the fleet's status.
 
     `nodes`: where the ring's cache hosts are reached (their InternalIPs) in the routing ConfigMap;
     `routing`: the verdict of the workers' routing check for the fleet's image (routing_verdict), if known.
-    extra["retry_seconds"]: come back this soon (ramping up) rather than at the next tick;
-    extra["unaddressed"]: the ring's cache hosts without an InternalIP, named by their node name.
     """
     spec, plan = intent.spec, intent.plan
     children = build_fleet(name, namespace, spec, plan, helper_image=settings.exporter_image, counts=dict(counts),
@@ -149,14 +163,14 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
     started = sum(counts.values())
     status = {**intent.base, "replicas": sum(w["current"] for w in workloads.values()), "readyReplicas": ready,
               "switches": switches}
-    extra: dict = {"plan": plan, "unaddressed": ring_entries(plan, addresses)[1] if plan.pool else []}
+    retry: float | None = None
     if not accounts_for(plan, spec.replicas):
         states = cond.progressing(reasons.AWAITING_PLAN, f"plan has {total} of {spec.replicas} workers; re-planning")
     elif started < total:
         states = cond.progressing(reasons.RAMPING_UP, f"{started}/{total} workers started, at most "
                                                       f"{spec.ramp_up.max_starts_per_second:g} per second")
         # Come back when a few starts' worth of tokens have accrued (at most a second).
-        extra["retry_seconds"] = min(1.0, max(0.25, 5 / spec.ramp_up.max_starts_per_second))
+        retry = min(1.0, max(0.25, 5 / spec.ramp_up.max_starts_per_second))
     elif plan.unplaced:
         # The placed workers run; the rest start when a re-plan finds room (nodes added or freed).
         states = cond.failed(reasons.INSUFFICIENT_CAPACITY,
@@ -176,4 +190,5 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
                 states = {**states, "Degraded": problem}
             if before.get("status") != "True" or before.get("reason") != problem.reason:
                 events = (("Warning", problem.reason, problem.message),)
-    return Outcome(status, states, children=children, extra=extra, events=events)
+    return FleetOutcome(status, states, children=children, events=events, retry_seconds=retry,
+                        unaddressed=tuple(ring_entries(plan, addresses)[1]) if plan.pool else ())

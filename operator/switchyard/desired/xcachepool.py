@@ -20,6 +20,13 @@ from . import Outcome, held, validate
 KIND = "XCachePool"
 
 
+@dataclass(frozen=True, kw_only=True)
+class PoolOutcome(Outcome):
+    """A pool that converges: besides its children, the plan they realise (its switch label)."""
+
+    plan: PoolPlan
+
+
 @dataclass(frozen=True)
 class DiskRead:
     """The hosts' disks as their exporters reported them (status.disk), when the handler read them."""
@@ -46,7 +53,7 @@ def tls_secret_name(spec_raw: Mapping) -> str | None:
 
 def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, workloads: Mapping[str, dict],
                  nodes: Sequence[NodeInfo], settings: Settings, *, secrets: Mapping[str, dict | None] | None = None,
-                 disk: DiskRead | None = None, unmounted: Sequence[UnmountedDisk] = ()) -> Outcome:
+                 disk: DiskRead | None = None, unmounted: Sequence[UnmountedDisk] = ()) -> PoolOutcome | Outcome:
     """The pool's children and status.
 
     `workloads`: desired/current/ready per switch of the StatefulSets it owns;
@@ -54,6 +61,7 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     absent from the map was not readable, and is not judged); `disk`: the
     latest exporter reads, if any; `unmounted`: the paths the cache pods'
     prepare steps refused as no mounted disk (cachedisk.unmounted_disks).
+    A plain Outcome (held): nothing is rendered, applied or pruned.
     """
     spec, error = validate(XCachePoolSpec, spec_raw)
     if spec is None:
@@ -104,9 +112,9 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     ) if message]
     if problems:
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
-    return Outcome(out, states, children=children, extra={"plan": plan},
-                   events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"), states["Degraded"],
-                                          news=not_mounted))
+    return PoolOutcome(out, states, children=children, plan=plan,
+                       events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"),
+                                              states["Degraded"], news=not_mounted))
 
 
 def degraded_events(before: Mapping | None, after: cond.State, news: str = "") -> tuple[tuple[str, str, str], ...]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ..api.plans import PLAN_FIELD_MANAGER
 from ..builders.facility import fleet_object_name, pool_object_name
-from ..apply import child_key
-from ..desired.facility import CHILD_KINDS, DRIFT_STATUS, KIND, desired_facility, facility_states
+from ..desired.facility import CHILD_KINDS, DRIFT_STATUS, KIND, FacilityOutcome, desired_facility
 from ..drift import with_drift
 from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
 from ..settings import current
@@ -28,26 +27,23 @@ def reconcile(body, logger, node_index, pool_index, fleet_index, staging_index, 
                                current())
     for line in outcome.errors:
         logger.error(line)
-    if not outcome.converges:
+    if not isinstance(outcome, FacilityOutcome):
         write_status(KIND, body, outcome.status, outcome.states, logger)  # nothing applied or pruned
         return
-    fleet_plans = outcome.extra["fleet_plans"]
     try:
         wrote = converge(body, outcome.children, CHILD_KINDS, logger,
-                         extra_key=[(fleet, plan.to_wire()) for fleet, plan in fleet_plans])
+                         extra_key=[(fleet, plan.to_wire()) for fleet, plan in outcome.fleet_plans])
     except Refused as exc:
         write_status(KIND, body, {k: v for k, v in (body.get("status") or {}).items() if k in outcome.status},
                      exc.states(), logger)
         return
     states = outcome.states
     if wrote is not None:
-        for fleet, plan in fleet_plans:
+        for fleet, plan in outcome.fleet_plans:
             kube().apply_status("WorkerFleet", namespace, fleet, {"plan": plan.to_wire()}, manager=PLAN_FIELD_MANAGER)
             wake("WorkerFleet", namespace, fleet)  # see converge
-        # Judge the children as the writes left them: one given a new spec has not seen it yet.
-        states = facility_states([wrote.live.get(child_key(c), c) for c in outcome.children],
-                                 outcome.extra["problems"], outcome.extra["placed"])
-    spec, plan = outcome.extra["spec"], outcome.extra["plan"]
+        states = outcome.states_after_write(wrote.live.values())
+    spec, plan = outcome.spec, outcome.plan
     pool_names = {p.name: pool_object_name(name, p.name) for p in spec.cache_pools}
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
     export_plan(namespace, name, spec.target_gbps, plan, pool_names=pool_names,

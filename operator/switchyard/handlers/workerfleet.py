@@ -8,8 +8,8 @@ from .. import rampup
 from ..api import WorkerFleetSpec
 from ..builders.common import FLEET_LABEL
 from ..builders.workerfleet import CHECK_CONTAINER, CHILD_KINDS, worker_image
-from ..desired import Outcome
-from ..desired.workerfleet import KIND, FleetIntent, desired_fleet, fleet_intent, routing_verdict, staging_name
+from ..desired.workerfleet import (KIND, FleetIntent, FleetWaiting, desired_fleet, fleet_intent, routing_verdict,
+                                   staging_name)
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
 from .client import kube
@@ -21,7 +21,7 @@ from .status import post, why_waiting, write_status
 PLURAL = "workerfleets"
 # "namespace/name" -> (start tokens, counts per switch last asked for)
 _ramps: dict[str, tuple[rampup.Bucket | None, dict[str, int]]] = {}
-_unaddressed: dict[str, list[str]] = {}  # "namespace/name" -> ring hosts last logged as named by node name
+_unaddressed: dict[str, tuple[str, ...]] = {}  # "namespace/name" -> ring hosts last logged as named by node name
 # "namespace/name" -> (image, when its pods were last listed for that image's routing verdict, the wait before the next)
 _routing_reads: dict[str, tuple[str, float, float]] = {}
 # While a fleet's image has no verdict, its pods are listed at most every ROUTING_READ_SECONDS, the wait doubling
@@ -92,8 +92,8 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     intent = fleet_intent(name, namespace, body["spec"], body.get("status"), current(),
                           staging=kube().get("S3Staging", namespace, staging) if staging else None)
     facility = ((body["spec"] or {}).get("facilityRef") or {}).get("name")
-    if isinstance(intent, Outcome):  # nothing to build yet, and why
-        if intent.extra.get("wake_facility"):
+    if isinstance(intent, FleetWaiting):  # nothing to build yet, and why
+        if intent.wake_facility:
             wake("AnalysisFacility", namespace, facility)
         write_status(KIND, body, intent.status, why_waiting(intent.states, namespace, facility), logger)
         return None
@@ -104,10 +104,10 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
                    {sw: w["desired"] for sw, w in workloads.items()})
     outcome = desired_fleet(name, namespace, intent, counts, workloads, current(), nodes_of(node_index),
                             routing=read_routing(namespace, name, intent, sum(w["current"] for w in workloads.values())))
-    if (unaddressed := outcome.extra.get("unaddressed")) and _unaddressed.get(f"{namespace}/{name}") != unaddressed:
+    if (unaddressed := outcome.unaddressed) and _unaddressed.get(f"{namespace}/{name}") != unaddressed:
         logger.warning(f"Cache host(s) {', '.join(unaddressed)} have no InternalIP: the ring names them by node "
                        "name, which workers resolve only where the site's DNS knows node names")
-    _unaddressed[f"{namespace}/{name}"] = unaddressed or []
+    _unaddressed[f"{namespace}/{name}"] = unaddressed
     try:
         converge(body, outcome.children, CHILD_KINDS, logger)
     except Refused as exc:
@@ -117,7 +117,7 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
     post(body, outcome.events, logger)
     write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility), logger)
-    return outcome.extra.get("retry_seconds")
+    return outcome.retry_seconds
 
 
 register(PLURAL, KIND, reconcile, on_forget=_forget_ramp)

@@ -10,7 +10,7 @@ from ..builders.common import POOL_LABEL, SWITCH_LABEL
 from ..builders.xcachepool import CHILD_KINDS
 from ..cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
 from ..desired import validate
-from ..desired.xcachepool import KIND, DiskRead, desired_pool, tls_secret_name
+from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, tls_secret_name
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
 from .client import kube
@@ -85,7 +85,7 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
                            secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
                            unmounted=read_unmounted(namespace, name, workloads))
-    if not outcome.converges:  # nothing rendered, applied or pruned
+    if not isinstance(outcome, PoolOutcome):  # nothing rendered, applied or pruned
         facility = ((body["spec"] or {}).get("facilityRef") or {}).get("name")
         write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility, "pool"), logger)
         return
@@ -94,7 +94,7 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     except Refused as exc:
         write_status(KIND, body, {}, exc.states(), logger)
         return
-    evict_misplaced_pods(body, {POOL_LABEL: name}, outcome.extra["plan"].switch_label, nodes, logger)
+    evict_misplaced_pods(body, {POOL_LABEL: name}, outcome.plan.switch_label, nodes, logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
     post(body, outcome.events, logger)
     write_status(KIND, body, outcome.status, outcome.states, logger)

@@ -117,6 +117,25 @@ def test_facility_waits_for_children_it_has_not_seen_and_is_ready_when_all_are()
     assert again.states["Degraded"].reason == "ChildDegraded"
 
 
+def test_after_the_write_a_child_given_a_new_spec_is_not_ready_until_it_has_seen_it():
+    """The post-write judgement (the handler passes what the API server answered, desired judges it)."""
+    observed = [ready({**copy.deepcopy(c), "metadata": {**c["metadata"], "generation": 1}}) for c in
+                planned_facility().children]
+    for c in observed:
+        c["status"]["observedGeneration"] = 1
+    out = desired_facility("af", facility_spec(workers=5), None, NODES, observed, [], SETTINGS)
+    assert reason(out) == (True, "Ready")                       # as they were read before the write
+    assert reason(Outcome(out.status, out.states_after_write(observed))) == (True, "Ready")
+    bumped = [{**c, "metadata": {**c["metadata"], "generation": 2}} if c["kind"] == "WorkerFleet" else c
+              for c in observed]
+    after = out.states_after_write(bumped)                      # the fleet's new spec, not yet observed
+    assert (after["Ready"].status, after["Ready"].reason) == (False, "ChildrenNotReady")
+    assert "WorkerFleet af-dask" in after["Ready"].message and "XCachePool" not in after["Ready"].message
+    unseen = out.states_after_write([c for c in observed if c["kind"] == "XCachePool"])   # a child not answered
+    assert unseen["Ready"].reason == "ChildrenNotReady" and "WorkerFleet af-dask" in unseen["Ready"].message
+    assert out.states_after_write(observed)["Degraded"] == out.states["Degraded"]   # the plan's problems kept
+
+
 def test_not_ready_nodes_and_unplaced_workers_are_degraded_with_their_reason():
     lost = [dataclasses.replace(n, not_ready_since="2026-01-01T00:00:00Z") if n.name.startswith("rack-a-worker") else n
             for n in NODES]
@@ -134,7 +153,7 @@ def test_attached_fleets_get_plans_and_a_bad_one_is_refused_alone():
     observed = [ready(copy.deepcopy(c)) for c in planned_facility().children]
     attached = [ready(team("good")), team("nopool", pool="missing"), team("invalid", cores=0)]
     out = desired_facility("af", facility_spec(), None, NODES, observed, attached, SETTINGS)
-    plans = dict(out.extra["fleet_plans"])
+    plans = dict(out.fleet_plans)
     assert sorted(plans) == ["good", "nopool"]  # an invalid fleet answers for itself
     assert plans["nopool"].problem.reason == "UnknownPool" and sum(plans["good"].workers.values()) == 2
     assert reason(out) == (True, "Ready")
@@ -233,9 +252,9 @@ def test_fleet_refusals_and_waits():
     assert reason(intent(settings=LOCKED)) == (False, "ImageNotAllowed")
     assert reason(intent(status={"plan": {"facility": "af", "workers": {"rack-a": -1}}})) == (False, "InvalidPlan")
     refused = intent(status={"plan": {"facility": "af", "problem": {"reason": "UnknownPool", "message": "no"}}})
-    assert reason(refused) == (False, "UnknownPool") and not refused.extra.get("wake_facility")
+    assert reason(refused) == (False, "UnknownPool") and not refused.wake_facility
     waiting = intent(status={})
-    assert reason(waiting) == (False, "AwaitingPlan") and waiting.extra["wake_facility"]
+    assert reason(waiting) == (False, "AwaitingPlan") and waiting.wake_facility
     assert reason(intent({"staging": "stage"})) == (False, "AwaitingStaging")
     assert reason(intent({"staging": "stage"}, staging={"spec": {"external": {}}})) == (False, "AwaitingStaging")
 
@@ -260,7 +279,7 @@ def test_fleet_status_decisions():
     assert isinstance(rescaled, FleetIntent) and rescaled.wake_facility
     assert reason(desired_fleet("af-dask", "ns", rescaled, rescaled.plan.workers, {}, SETTINGS)) == (False, "AwaitingPlan")
     ramping = fleet(counts={sw: 0 for sw in planned})
-    assert reason(ramping) == (False, "RampingUp") and 0.25 <= ramping.extra["retry_seconds"] <= 1
+    assert reason(ramping) == (False, "RampingUp") and 0.25 <= ramping.retry_seconds <= 1
     assert reason(fleet()) == (False, "WorkersStarting")
     all_ready = {sw: {"desired": n, "current": n, "ready": n} for sw, n in planned.items()}
     assert reason(fleet(workloads=all_ready)) == (True, "Ready")
@@ -332,13 +351,13 @@ def test_fleet_routing_configmap_names_cache_hosts_by_internal_ip_or_says_it_cou
     entries = [line for line in config["data"]["ring"].splitlines() if not line.startswith("#")]
     assert entries == [f"{h}@root://10.0.0.{i + 5}:{got.plan.pool_port}={got.plan.cache_ring[h]:g}"
                        for i, h in enumerate(hosts)]
-    assert out.extra["unaddressed"] == []
+    assert out.unaddressed == ()
     # a node without an InternalIP: named by its node name, and said
     bare = [dc.replace(nodes[0], internal_ips=()), *nodes[1:]]
     out = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, bare)
     (config,) = [c for c in out.children if c["kind"] == "ConfigMap"]
     assert f"root://{hosts[0]}:{got.plan.pool_port}=" in config["data"]["ring"]
-    assert out.extra["unaddressed"] == [hosts[0]]
+    assert out.unaddressed == (hosts[0],)
     assert f"# {hosts[0]}: no InternalIP, named by its node name" in config["data"]["ring"]
 
 

@@ -278,14 +278,14 @@ def test_the_facility_status_carries_the_fair_share_for_every_switch():
 
     out = desired_facility("af", facility_spec(6), None, NODES, [], [], SETTINGS)
     written = AnalysisFacilityStatus.model_validate(out.status).plan
-    assert written.fair_share_gbps == pytest.approx(out.extra["plan"].fair.delivered_gbps)
+    assert written.fair_share_gbps == pytest.approx(out.plan.fair.delivered_gbps)
     assert 0 < written.fair_share_gbps <= written.predicted_gbps + 1e-3
     assert {s.name for s in written.switches} == {"rack-a", "rack-b", "rack-c"}
     assert sum(s.serve_gbps for s in written.switches) == pytest.approx(written.fair_share_gbps, abs=0.01)
     for s in written.switches:
         assert "serveGbps" in next(x for x in out.status["plan"]["switches"] if x["name"] == s.name)
-        assert s.fair_in_gbps == out.extra["plan"].fair.uplinks[s.name]["in"]
-        assert s.fair_out_gbps == out.extra["plan"].fair.uplinks[s.name]["out"]
+        assert s.fair_in_gbps == out.plan.fair.uplinks[s.name]["in"]
+        assert s.fair_out_gbps == out.plan.fair.uplinks[s.name]["out"]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
