@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import statistics
 
+from headline import about
+
 NAMES = {"a": "(a) switchyard's plan", "b": "(b) default scheduler"}
 
 
@@ -70,6 +72,10 @@ def report(result: dict) -> str:
     lines = [
         "# Fabric bench on real kubelet nodes",
         "",
+        *about("the fabric bench on real kubelet nodes: the operator's own XCache and Dask worker pods, shaped links, "
+               "real bytes against the fair share, for switchyard's placement and the default scheduler's",
+               "`make bench-fabric-real` (`bench/fabric_real_bench.py`; `make fabric-real-down` after a killed run)",
+               f"{meta['started_utc']} UTC, commit {meta['commit']}"),
         f"`make bench-fabric-real` (bench/fabric_real_bench.py), {meta['started_utc']} UTC, commit {meta['commit']}, "
         f"{meta['machine']}; load average {meta['load_start']:.2f} at the start, {meta.get('load_end', 0):.2f} at the "
         f"end; {meta.get('seconds', 0):.0f} s in all. Arguments: {json.dumps({k: v for k, v in args.items() if k != 'out'})}.",

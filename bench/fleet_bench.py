@@ -55,6 +55,7 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "e2e"))
 import localcluster  # noqa: E402
+from headline import about, commit  # noqa: E402
 
 NAME = "switchyard-bench"  # --name
 NS = "bench"
@@ -617,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
             [PY, "-c", "import importlib.metadata as m; print(m.version('dask-kubernetes'))"],
             capture_output=True, text=True).stdout.strip()
         results["env"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "kwok_config": config.read_text(),
-                          "date": now_utc().isoformat(timespec="seconds")}
+                          "date": now_utc().isoformat(timespec="seconds"), "commit": commit()}
         partial(results, args)
         if not args.keep:
             localcluster.down(NAME)
@@ -651,6 +652,11 @@ def write_report(results: dict, out: pathlib.Path) -> None:
     command = " ".join(results.get("argv") or [])
     lines = [
         f"# Fleet start-up benchmark: {shape}", "",
+        *about("how long a fleet of Dask workers takes to be Running through switchyard, against a plain Deployment, "
+               "the same per-switch Deployments applied with kubectl and the dask-kubernetes operator, on a simulated "
+               "cluster; the operator's API requests, RSS and CPU",
+               f"`make bench-fleet{' FLEET_ARGS=' + repr(command) if command else ''}` (`bench/fleet_bench.py`)",
+               f"{env['date']}, commit {env.get('commit', 'not recorded')}"),
         f"Measured {env['date']} by `make bench-fleet{' FLEET_ARGS=' + repr(command) if command else ''}` "
         "(`bench/fleet_bench.py`), all runs in one session on one "
         f"simulated cluster: {nodes} nodes over {switches} switches "

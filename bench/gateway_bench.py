@@ -50,6 +50,7 @@ import fleet_bench  # noqa: E402  (its kwok config, process helpers; sets up the
 import localcluster  # noqa: E402
 from gateway_local import free_port, switchyard_config, wait_gateway  # noqa: E402
 from support import wait_for  # noqa: E402
+from headline import about  # noqa: E402
 
 NAME = "sy-gwbench"
 NS_SY, NS_KUBE = "gw-sy", "gw-kube"
@@ -437,6 +438,11 @@ def write_report(results: dict, out: pathlib.Path) -> None:
     runs, env, n = results["runs"], results["env"], results["workers"]
     lines = [
         "# dask-gateway benchmark: switchyard's backend against dask-gateway's KubeBackend", "",
+        *about(f"seconds from `cluster.scale(N)` to N worker pods Running ({n} workers) through real dask-gateway-server "
+               "processes, switchyard's backend against dask-gateway's KubeBackend, on a simulated cluster",
+               "`make bench-gateway` (`bench/gateway_bench.py`)",
+               f"{env['date']}, commit {env.get('commit', '?')}"
+               + (" with uncommitted operator changes" if env.get("uncommitted_operator_files") else "")),
         f"Measured {env['date']} (commit {env.get('commit', '?')}{' with uncommitted changes to ' + ', '.join(x[3:] for x in env['uncommitted_operator_files']) + ' in the shared work tree' if env.get('uncommitted_operator_files') else ''}) by `make bench-gateway` (`bench/gateway_bench.py`), every run in one session on one "
         f"simulated cluster of {env['nodes']} nodes over {env['switches']} switches (kwokctl binary runtime: real "
         "kube-apiserver, kube-controller-manager, kube-scheduler v1.31 and etcd; kwok marks the pods the real scheduler "

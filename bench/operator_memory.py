@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 import localcluster  # noqa: E402
 from fleet_bench import PY, RssSampler, start_process, stop_process  # noqa: E402
+from headline import about  # noqa: E402
 
 NAME = "sy-memory"
 TOPOLOGY = ROOT / "e2e" / "topologies" / "mini.yaml"
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Operator memory: with and without a Kubernetes client library",
         "",
+        *about("the operator's RSS with one facility Ready on the mini topology, with and without a Kubernetes client "
+               "library importable", "`python bench/operator_memory.py`"),
         f"`python bench/operator_memory.py --repeats {args.repeats} --seconds {args.seconds:g}` on "
         f"{platform.node()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average at the end "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}.",
