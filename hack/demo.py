@@ -19,11 +19,13 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "e2e"))
 import localcluster  # noqa: E402
 
-NAME = "switchyard-demo"
-STATE = localcluster.CACHE / "demo"
+# A test runs the demo beside other clusters: its name and the operator's ports can be set (e2e/test_demo.py).
+NAME = os.environ.get("SWITCHYARD_DEMO_CLUSTER", "switchyard-demo")
+STATE = localcluster.CACHE / ("demo" if NAME == "switchyard-demo" else NAME)
 PIDFILE = STATE / "operator.pid"
 LOGFILE = STATE / "operator.log"
-METRICS_PORT = 8080
+METRICS_PORT = int(os.environ.get("SWITCHYARD_DEMO_METRICS_PORT", "8080"))
+HEALTH_PORT = int(os.environ.get("SWITCHYARD_DEMO_HEALTH_PORT", "8081"))
 
 
 def step(message: str) -> None:
@@ -46,7 +48,7 @@ def start_operator(kubeconfig: pathlib.Path) -> None:
     with LOGFILE.open("w") as log:
         proc = subprocess.Popen(
             [*localcluster.operator_command(), "run", "--kubeconfig", str(kubeconfig),
-             "--metrics-port", str(METRICS_PORT), "--health-port", "8081"],
+             "--metrics-port", str(METRICS_PORT), "--health-port", str(HEALTH_PORT)],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     PIDFILE.write_text(str(proc.pid))
 

@@ -43,7 +43,8 @@ def test_a_row_says_what_the_api_server_enforces():
     assert (kind, default, validation) == ("number", "`0.0`", "≥ 0; ≤ 0.5")
     assert description.startswith("Share of serveGbps the planner keeps free")
     assert table["spec.network.switches"][2] == "required; 1–1000 items; unique by `name`"
-    assert "origin.host is required when mode is 'fixed'" in table["spec.cachePools[].origin"][2]  # a CEL rule's message
+    # a CEL rule, by its message
+    assert "origin.host is required when mode is 'fixed'" in table["spec.cachePools[].origin"][2]
     assert "one of `local`, `hashed`, `auto`" in table["spec.routing"][2]
     assert '`""`' in table["spec.cachePools[].tolerations[].effect"][2]  # the empty value, shown
     assert all(f"## {kind.kind}\n" in text for kind in KINDS)

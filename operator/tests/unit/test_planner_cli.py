@@ -381,8 +381,8 @@ def test_the_readme_shows_the_example_plan_as_the_command_prints_it(capsys):
 
     assert main(["plan", "-f", str(REPO / "examples/facility.yaml"), "--topology", str(REPO / "e2e/topologies/mini.yaml")]) == 0
     readme = (REPO / "README.md").read_text()
-    start = readme.index("`switchyard plan -f examples/facility.yaml --topology e2e/topologies/mini.yaml` prints:\n\n```\n")
-    block = readme[readme.index("```\n", start) + 4:]
+    marker = "switchyard plan -f examples/facility.yaml --topology e2e/topologies/mini.yaml\n```\n\nprints:\n\n```\n"
+    block = readme[readme.index(marker) + len(marker):]
     assert block[:block.index("```\n")] == capsys.readouterr().out
 
 
