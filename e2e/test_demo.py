@@ -28,10 +28,16 @@ TOUR = (
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """Ports free now, all different (each held open until every one is chosen)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -40,8 +46,9 @@ def make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def test_make_demo_then_the_tours_kubectl_commands_then_make_down():
-    env = {**os.environ, "SWITCHYARD_DEMO_CLUSTER": NAME, "SWITCHYARD_DEMO_METRICS_PORT": str(free_port()),
-           "SWITCHYARD_DEMO_HEALTH_PORT": str(free_port())}
+    metrics_port, health_port = free_ports(2)
+    env = {**os.environ, "SWITCHYARD_DEMO_CLUSTER": NAME, "SWITCHYARD_DEMO_METRICS_PORT": str(metrics_port),
+           "SWITCHYARD_DEMO_HEALTH_PORT": str(health_port)}
     try:
         demo = make("demo", env)
         assert demo.returncode == 0, f"make demo failed:\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}"
