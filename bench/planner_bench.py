@@ -31,14 +31,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from switchyard.api import AnalysisFacilitySpec  # noqa: E402
+from switchyard.api import AnalysisFacilitySpec, uplinkscore  # noqa: E402
+from switchyard.api.uplinkscore import UTIL_TOLERANCE  # noqa: E402
 from switchyard.api.workerfleet import InlineFleet  # noqa: E402
 from switchyard.api.xcachepool import InlinePool  # noqa: E402
 from switchyard.planner import FleetRequest, Placement, PoolRequest, baselines, plan  # noqa: E402
 from switchyard.planner.flow import evaluate  # noqa: E402
 from switchyard.planner.packing import witness  # noqa: E402
 from switchyard.planner.repair import NAME as REPAIR_NAME, REPAIR_GAP  # noqa: E402
-from switchyard.planner.stages import UTIL_TOLERANCE  # noqa: E402
 from switchyard.planner.stay import GBPS_TOLERANCE, stay_placement, staying  # noqa: E402
 from switchyard.topology import SwitchNodes, Topology, TopologyFile, load_topology, snapshot  # noqa: E402
 from headline import about  # noqa: E402
@@ -157,7 +157,8 @@ def timed(fn, repeats: int):
 
 
 def peak(p) -> float:
-    return max((u.utilisation for u in p.uplinks), default=0.0)
+    """A plan's peak, or that of staying_unchecked's stand-in (uplinks only)."""
+    return uplinkscore.peak(p.uplinks)
 
 
 def without(topology: Topology, node: str) -> Topology:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from ..api import uplinkscore
+from ..api.uplinkscore import SATURATED
 from ..topology import Topology
-from .flow import SATURATED
 from .model import FleetRequest, Plan, PoolRequest
 from .problem import host_eligible
 
@@ -28,10 +29,9 @@ def _names(items: Sequence[str], most: int = 3) -> str:
 def link_words(link: str) -> str:
     """A fair-share link id ('up_in:rack-a', 'serve:xcache:host', 'nic:host', 'wan') as an admin names it."""
     kind, _, rest = link.partition(":")
-    if kind == "up_in":
-        return f"{rest} uplink into the switch"
-    if kind == "up_out":
-        return f"{rest} uplink out of the switch"
+    direction = uplinkscore.link_direction(link)
+    if direction is not None:
+        return f"{rest} uplink {'into' if direction == uplinkscore.IN else 'out of'} the switch"
     if kind == "serve":
         return f"cache host {rest.rpartition(':')[2]} serving"
     if kind == "nic":
@@ -43,9 +43,10 @@ def full_uplinks(result: Plan) -> list[str]:
     """Each full uplink direction in words: 'rack-b uplink into the switch (80 of 80 Gbps)'."""
     out = []
     for load in result.uplinks:
-        for direction, gbps in (("in", load.in_gbps), ("out", load.out_gbps)):
-            if load.capacity_gbps and gbps >= load.capacity_gbps * SATURATED:
-                out.append(f"{link_words(f'up_{direction}:{load.switch}')} ({_gbps(gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
+        for direction, gbps in load.by_direction:
+            if uplinkscore.full(gbps, load.capacity_gbps):
+                words = link_words(uplinkscore.link(direction, load.switch))
+                out.append(f"{words} ({_gbps(gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
     return out
 
 

@@ -34,6 +34,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..api import uplinkscore
+from ..api.uplinkscore import IN, OUT
 from ..topology import Topology
 from . import flow
 from .hashing import split
@@ -123,7 +125,7 @@ def node_links(switch_of: Mapping[str, str], uplink_gbps: Mapping[str, float],
                host_rates: Mapping[str, tuple[float, float]], streams: Sequence[tuple[str, float, Mapping[str, float]]]
                ) -> tuple[dict[str, float], list[Stream]]:
     """fair_share's links (capacity by name) and flows, for another sharing rule on the same problem."""
-    capacity = {f"{d}:{sw}": gbps for sw, gbps in uplink_gbps.items() for d in ("up_out", "up_in")}
+    capacity = {uplinkscore.link(d, sw): gbps for sw, gbps in uplink_gbps.items() for d in (OUT, IN)}
     for node, (out, inn) in host_rates.items():
         capacity[f"serve:{node}"] = out
         capacity[f"node_in:{node}"] = inn
@@ -176,7 +178,8 @@ def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     nic = {h.name: h.nic_gbps for h in topology.hosts}
     serve = flow.host_serve(topology, pools, placement)
     rings = {pool: split(files, ring) for pool, ring in flow.ring_weights(topology, pools, placement, weights).items()}
-    capacity = {f"{d}:{sw}": gbps for sw, gbps in uplink.items() for d in ("up_out", "up_in")}
+    capacity = {uplinkscore.link(d, sw): gbps for sw, gbps in uplink.items() for d in (OUT, IN)}
+    up_out, up_in = {sw: uplinkscore.link(OUT, sw) for sw in uplink}, {sw: uplinkscore.link(IN, sw) for sw in uplink}
     capacity["wan"] = topology.wan_gbps
     pools_of: dict[str, int] = {}
     for pool, hosts in serve.items():
@@ -191,10 +194,10 @@ def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         use = {f"serve:{pool}:{host}": 1.0, f"nic:{host}": 1.0}
         source = switch_of[host]
         if source != reader:
-            use[f"up_out:{source}"] = 1.0
-            use[f"up_in:{reader}"] = 1.0
+            use[up_out[source]] = 1.0
+            use[up_in[reader]] = 1.0
         if miss[pool] > 0:
-            use[f"up_in:{source}"] = miss[pool]
+            use[up_in[source]] = miss[pool]
             use["wan"] = miss[pool]
         return use
 
@@ -311,14 +314,14 @@ def _full_hosts_behind(saturated: Sequence[str], reads, fills_through: Mapping[s
     fills_through: host -> its switch, when a read's links also hold the host's fills from the origin (the
     in-direction of its own switch's uplink): those are not the read and are left out."""
     full_hosts = {link for link in saturated if link.startswith(("serve:", "nic:"))}
-    full_uplinks = {link for link in saturated if link.startswith("up_")}
+    full_uplinks = {link for link in saturated if uplinkscore.link_direction(link) is not None}
     behind: dict[str, set[str]] = {}
     if not full_hosts or not full_uplinks:
         return {}
     for host, use in reads:
         if full_hosts.isdisjoint(use):
             continue
-        fills = f"up_in:{fills_through[host]}" if fills_through is not None else None
+        fills = uplinkscore.link(IN, fills_through[host]) if fills_through is not None else None
         for link in full_uplinks.intersection(use):
             if link != fills:
                 behind.setdefault(link, set()).add(host)
@@ -333,9 +336,9 @@ def _add(use: dict[str, float], link: str, a: float) -> None:
 def _cross(use: dict[str, float], source: str, reader: str, share: float) -> None:
     """Bytes from a cache on switch `source` to a reader on switch `reader` load both uplinks, unless local."""
     if source != reader:
-        _add(use, f"up_out:{source}", share)
-        _add(use, f"up_in:{reader}", share)
+        _add(use, uplinkscore.link(OUT, source), share)
+        _add(use, uplinkscore.link(IN, reader), share)
 
 
 def _uplinks(loads: Mapping[str, float], uplink: Mapping[str, float]) -> dict[str, dict[str, float]]:
-    return {sw: {"out": round(loads[f"up_out:{sw}"], 3), "in": round(loads[f"up_in:{sw}"], 3)} for sw in uplink}
+    return {sw: {d: round(loads[uplinkscore.link(d, sw)], 3) for d in (OUT, IN)} for sw in uplink}

@@ -30,12 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..api.uplinkscore import SATURATED, peak_rows
 from ..topology import Topology
 from .lp import LinearModel
 from .model import FleetRequest, Placement, PoolRequest, UplinkLoad
 from .problem import GIB, fleet_pool_index
-
-SATURATED = 0.999
 
 
 @dataclass(frozen=True)
@@ -158,9 +157,8 @@ def evaluate(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReq
             inbound[t] += [(v, c * miss[name]) for v, c in served]
             wan += [(v, c * miss[name]) for v, c in served]
     for s in switches:
-        for terms in (inbound[s], outbound[s]):
-            if terms:
-                m.row(_merge(terms + [(util, -uplink[s])]), ub=0.0)
+        for row in peak_rows(util, uplink[s], inbound[s], outbound[s], in_gbps=True):
+            m.row(_merge(row), ub=0.0)
     if wan:
         m.row(_merge(wan), ub=topology.wan_gbps)
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..api.uplinkscore import peak_rows
 from .lp import LinearModel
 from .problem import Problem, cache_fits
 
@@ -377,10 +378,8 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
         else:       # with fixed shares adding up to 1, the ring balances by construction
             m.row([(total, 1.0)] + reads, lb=0.0, ub=0.0)
     for s, sw in enumerate(problem.switches):
-        for terms in (inbound[s], outbound[s]):
-            if terms:
-                scale = 1.0 / sw.uplink_gbps
-                m.row([(v, c * scale) for v, c in terms] + [(fm.util, -1.0)], ub=0.0)
+        for row in peak_rows(fm.util, sw.uplink_gbps, inbound[s], outbound[s]):
+            m.row(row, ub=0.0)
     if wan:
         m.row([(v, c / problem.wan_gbps) for v, c in wan], ub=1.0)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..api import uplinkscore
 from ..api.workerfleet import WorkerFleetBody
 from ..api.xcachepool import XCachePoolBody
 
@@ -94,7 +95,16 @@ class UplinkLoad:
 
     @property
     def utilisation(self) -> float:
-        return max(self.in_gbps, self.out_gbps) / self.capacity_gbps if self.capacity_gbps else 0.0
+        return uplinkscore.utilisation(self.in_gbps, self.out_gbps, self.capacity_gbps)
+
+    @property
+    def headroom(self) -> float:
+        return uplinkscore.headroom(self.in_gbps, self.out_gbps, self.capacity_gbps)
+
+    @property
+    def by_direction(self) -> tuple[tuple[str, float], ...]:
+        """(uplinkscore.IN, in_gbps), (uplinkscore.OUT, out_gbps)."""
+        return uplinkscore.by_direction(self.in_gbps, self.out_gbps)
 
 
 @dataclass(frozen=True)
@@ -102,13 +112,13 @@ class FairShare:
     """What competing TCP flows deliver with a placement (fairshare.py), beside the LP optimum: link Gbps."""
 
     delivered_gbps: float
-    uplinks: Mapping[str, Mapping[str, float]]   # switch -> {"out": Gbps, "in": Gbps}
+    uplinks: Mapping[str, Mapping[str, float]]   # switch -> {uplinkscore.OUT: Gbps, uplinkscore.IN: Gbps}
     served: Mapping[str, float]                  # cache host -> Gbps it serves
-    saturated: tuple[str, ...]                   # the links that filled (serve:…, up_in:…, up_out:…, wan)
+    saturated: tuple[str, ...]                   # the links that filled (serve:…, uplinkscore.link(…), wan)
     demand_gbps: float = 0.0
     switch_served: Mapping[str, float] = field(default_factory=dict)           # switch -> Gbps its cache hosts serve
     ring_split: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # pool -> host -> share of ring bytes
-    # a full uplink direction ("up_in:rack-5") -> the cache hosts, also full, whose bytes cross it
+    # a full uplink direction (uplinkscore.link(IN, "rack-5")) -> the cache hosts, also full, whose bytes cross it
     full_hosts_behind: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -141,6 +151,11 @@ class Plan:
         if self.bound_gbps <= 0:
             return 0.0
         return round(max(0.0, 1.0 - self.predicted_gbps / self.bound_gbps), 6)
+
+    @property
+    def peak(self) -> float:
+        """The highest utilisation of its uplinks (uplinkscore.peak)."""
+        return uplinkscore.peak(self.uplinks)
 
     def uplink(self, switch: str) -> UplinkLoad:
         return next(u for u in self.uplinks if u.switch == switch)

@@ -86,7 +86,7 @@ def pack(problem: Problem, cache_nodes: Mapping[tuple[int, int], tuple[str, ...]
             if count:
                 slot = pods.setdefault(name, {})
                 slot[problem.fleets[j].name] = slot.get(problem.fleets[j].name, 0) + count
-                size = _size(problem, j, name)
+                size = worker_size(problem, j, name)
                 room = free[name]
                 free[name] = [room[0] - count * size[0], room[1] - count * size[1], room[2] - count * size[2],
                               room[3] - count * size[3]]
@@ -122,7 +122,7 @@ def _pack_switch(problem: Problem, s: int, free: dict[str, list[float]], wanted:
     if any(rest.values()):
         room = {name: list(r) for name, r in free.items()}
         for (j, name), count in placed.items():
-            size = _size(problem, j, name)
+            size = worker_size(problem, j, name)
             room[name] = [room[name][i] - count * size[i] for i in range(4)]
         for key, count in _greedy(problem, room, {j: n for j, n in rest.items() if n}).items():
             placed[key] = placed.get(key, 0) + count
@@ -200,7 +200,7 @@ def relocate(problem: Problem, cache_nodes, workers: dict[tuple[int, int], int],
                 touched.update(pods)
                 free.update((n, tuple(r)) for n, r in room.items())
             for name in switch_nodes[t]:
-                size = _size(problem, j, name)
+                size = worker_size(problem, j, name)
                 take = min(short, _fit(free[name], size))
                 if not take:
                     continue
@@ -251,7 +251,7 @@ def _free_after_caches(problem: Problem, s: int, cache_nodes, out) -> dict[str, 
     return dict(sorted(free.items()))
 
 
-def _size(problem: Problem, j: int, node: str) -> tuple[float, float, float, float]:
+def worker_size(problem: Problem, j: int, node: str) -> tuple[float, float, float, float]:
     """What one worker of fleet j takes of the node: CPU, memory, a pod and its read (at most the NIC).
 
     On a node whose taints the fleet does not tolerate a worker is infinitely large: none fits."""
@@ -287,7 +287,7 @@ def _fits_evenly(problem: Problem, s: int, free: dict[str, list[float]], wanted:
             n = split.get((j, s, k), 0)
             if not n:
                 continue
-            size = _size(problem, j, nc.nodes[0])
+            size = worker_size(problem, j, nc.nodes[0])
             if size[0] == math.inf:
                 return False
             base, extra = divmod(n, count)
@@ -326,7 +326,7 @@ def _spread(problem: Problem, s: int, free: dict[str, list[float]], wanted: dict
             if share <= 0:
                 continue
             base, extra = share // len(nodes), share % len(nodes)
-            size = _size(problem, j, nodes[0])     # one class: one NIC
+            size = worker_size(problem, j, nodes[0])     # one class: one NIC
             for i in range(len(nodes)):
                 name = nodes[(offset + i) % len(nodes)]
                 take = min(base + (1 if i < extra else 0), _fit(room[name], size))
@@ -350,7 +350,7 @@ def _greedy(problem: Problem, free: dict[str, list[float]], wanted: dict[int, in
         for name, room in free.items():
             if not need:
                 break
-            size = _size(problem, j, name)
+            size = worker_size(problem, j, name)
             take = min(need, _fit(room, size))
             if take:
                 for i in range(4):
@@ -370,12 +370,12 @@ def _exact(problem: Problem, free: dict[str, list[float]], wanted: dict[int, int
     x = {}
     for j in sorted(wanted):
         for name, room in free.items():
-            cap = min(wanted[j], _fit(room, _size(problem, j, name)))
+            cap = min(wanted[j], _fit(room, worker_size(problem, j, name)))
             if cap:
                 x[j, name] = m.var(0, cap, integer=True)
     for name, room in free.items():
         for i in range(4):
-            terms = [(v, _size(problem, j, name)[i]) for (j, n), v in x.items() if n == name]
+            terms = [(v, worker_size(problem, j, name)[i]) for (j, n), v in x.items() if n == name]
             if terms:
                 m.row(terms, ub=room[i] + EPS)
     for j, n in wanted.items():

@@ -16,7 +16,7 @@ from .stages import EXACT_LIMIT
 NAME = "milp"
 
 
-def _current(problem: Problem, current: Placement) -> Current:
+def to_current(problem: Problem, current: Placement) -> Current:
     """The current placement in model terms (pods whose switch or node is gone move whatever the plan)."""
     switch_index = {sw.name: s for s, sw in enumerate(problem.switches)}
     fleet_index = {f.name: j for j, f in enumerate(problem.fleets)}
@@ -47,7 +47,7 @@ def _cache_class(problem: Problem, p: int | None, s: int | None, node: str) -> t
     return None
 
 
-def _fit_to_packing(fm: Formulation, packing: Packing, solution: Solution) -> None:
+def fit_to_packing(fm: Formulation, packing: Packing, solution: Solution) -> None:
     """A fleet that did not fit on a switch's nodes gets at most what fitted there (a heuristic cut:
     other mixes might hold more, so later rounds may cut again)."""
     m = fm.model
@@ -61,8 +61,10 @@ def _fit_to_packing(fm: Formulation, packing: Packing, solution: Solution) -> No
         m.row(terms, ub=planned - short)
 
 
-def _realise(problem: Problem, fm: Formulation, solution: Solution, current: Placement | None,
-             repair: bool = False) -> tuple[Placement, Packing]:
+def realise(problem: Problem, fm: Formulation, solution: Solution, current: Placement | None,
+            repair: bool = False) -> tuple[Placement, Packing]:
+    """The solution's counts on named nodes, packed; `repair`: the plan is final, so workers that do not
+    pack on their switch are offered any room left (earlier rounds re-solve with a cut instead)."""
     x = solution.x
     count = {key: int(round(x[v])) for key, v in fm.caches.items()}
     cache_nodes = choose_cache_nodes(problem, count, current)
@@ -182,8 +184,8 @@ def to_placement(problem: Problem, cache_nodes, workers, hashed) -> Placement:
                      hashed=ring)
 
 
-def _ring_weights(topology: Topology, problem: Problem, fm: Formulation, solution: Solution,
-                  placement: Placement) -> dict[str, dict[str, float]]:
+def planned_ring_weights(topology: Topology, problem: Problem, fm: Formulation, solution: Solution,
+                         placement: Placement) -> dict[str, dict[str, float]]:
     """Host weights proportional to the ring serving the model planned per switch."""
     nic = {h.name: h.nic_gbps for h in topology.hosts}
     out = {}
@@ -213,8 +215,9 @@ def _routing(problem: Problem, placement: Placement, mode: str) -> dict[str, str
     return {sw.name: ("hashed" if sw.name in ring else "local") for sw in problem.switches}
 
 
-def _plan_of(topology: Topology, pools, fleets, problem: Problem, routing: str, placement: Placement,
-             weights, bound: float, current: Placement | None, unplaced: dict[str, int]) -> Plan:
+def plan_of(topology: Topology, pools, fleets, problem: Problem, routing: str, placement: Placement,
+            weights, bound: float, current: Placement | None, unplaced: dict[str, int]) -> Plan:
+    """The placement judged by the flow model, as the Plan the planner returns."""
     flow = evaluate(topology, pools, fleets, placement, weights)
     return Plan(
         placement=placement,

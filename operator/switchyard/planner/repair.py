@@ -194,7 +194,7 @@ def _elsewhere(problem: Problem, fleets: list[FleetRequest], pools: list[PoolReq
     pool = pools[index]
     readers = {s for f in fleets if fleet_pool_index(f, pools) == index
                for s, n in stay.workers.get(f.name, {}).items() if n}
-    room = {u.switch: u.capacity_gbps - max(u.in_gbps, u.out_gbps) for u in judged.uplinks}
+    room = {u.switch: u.headroom for u in judged.uplinks}
     best = None
     for switch in sorted(on_switch):
         hosts = caches.get(pool.name, {}).get(switch, ())

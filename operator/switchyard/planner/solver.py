@@ -31,7 +31,7 @@ from .lp import Infeasible
 from .model import OPTIMAL_GAP, FleetRequest, Placement, Plan, PoolRequest
 from .problem import build_problem
 from .repair import large, repair
-from .realise import _current, _fit_to_packing, _plan_of, _realise, _ring_weights
+from .realise import fit_to_packing, plan_of, planned_ring_weights, realise, to_current
 from .stages import EXACT_LIMIT, solve, upper_bound
 from .stay import better, stay_placement, staying
 
@@ -84,7 +84,7 @@ def keeping(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     A newcomer asking for more than the facility holds gets what is left, not what others run. None when
     what runs can no longer stay (a node or a switch lost): then the whole re-plan stands."""
     problem = build_problem(topology, pools, fleets)
-    today = _current(problem, current)
+    today = to_current(problem, current)
     fm = formulate(problem, routing, today)
     m = fm.model
     running = {j: sum(current.workers.get(f.name, {}).values()) for j, f in enumerate(problem.fleets)}
@@ -125,7 +125,7 @@ def _replan(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         repaired = repair(topology, pools, fleets, routing, current, problem)
         if repaired is not None:
             return repaired
-    today = _current(problem, current) if current is not None else None
+    today = to_current(problem, current) if current is not None else None
     fm = formulate(problem, routing, today)
     result, solution, bound = _solved(topology, pools, fleets, problem, fm, routing, current)
     if routing == "hashed":
@@ -168,20 +168,20 @@ def _solved(topology: Topology, pools, fleets, problem, fm, routing: str, curren
                 raise
             # The packing cuts, with what a re-plan keeps, left no feasible point:
             # realise the last solution and move what does not pack to nodes with room.
-            placement, packing = _realise(problem, fm, solution, current, repair=True)
+            placement, packing = realise(problem, fm, solution, current, repair=True)
             break
         if bound is None:   # before any packing restriction: those are not valid inequalities
             bound = relaxed_gbps if routing == "auto" else upper_bound(problem)
-        placement, packing = _realise(problem, fm, solution, current, repair=round_ == rounds - 1)
+        placement, packing = realise(problem, fm, solution, current, repair=round_ == rounds - 1)
         if not any(s >= 0 for _, s in packing.shortfall):
             break
-        _fit_to_packing(fm, packing, solution)
-    weights = _ring_weights(topology, problem, fm, solution, placement)
+        fit_to_packing(fm, packing, solution)
+    weights = planned_ring_weights(topology, problem, fm, solution, placement)
     unplaced: dict[str, int] = {}
     for (j, _), count in packing.shortfall.items():
         name = problem.fleets[j].name
         unplaced[name] = unplaced.get(name, 0) + count
-    result = _plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, unplaced)
+    result = plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, unplaced)
     # hashed: the models count ring bytes conservatively (or at fixed shares), so their optimum proves nothing
     return _proven(result, proven if routing != "hashed" else None), solution, bound
 

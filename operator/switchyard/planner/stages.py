@@ -10,16 +10,13 @@ import dataclasses
 import math
 from contextlib import contextmanager
 
+from ..api.uplinkscore import UTIL_SLACK, UTIL_TOLERANCE
 from .formulation import Formulation, formulate
 from .lp import Infeasible, LinearModel, Solution
 from .problem import Problem
 
-# Tolerances of the stages.
+# Tolerances of the stages (those on the peak, UTIL_SLACK and UTIL_TOLERANCE, are in api/uplinkscore.py).
 GBPS_SLACK = 1e-6      # relative: later stages keep the Gbps within this of stage 1
-UTIL_SLACK = 1e-6      # absolute, on utilisation (0..1)
-# Peak utilisations this close count as equal in the integer stages, so a
-# re-plan does not move pods for a gain nobody could measure.
-UTIL_TOLERANCE = 0.005
 # Large models solve stage 1 to this relative gap (the box is accepted within it).
 STAGE1_GAP = 1e-3
 # Up to this many integers, stages 2 and 3 search the whole space; above, the box.
@@ -295,7 +292,8 @@ def _fixed(m: LinearModel, variables: list[int], at: Solution):
             m.lb[v], m.ub[v] = lo, hi
 
 
-def _pin_gbps(fm: Formulation, gbps: float, slack: float = GBPS_SLACK) -> None:
+def pin_gbps(fm: Formulation, gbps: float, slack: float = GBPS_SLACK) -> None:
+    """A row that keeps the Gbps at least `gbps` (less `slack`, relative) for the stages that follow."""
     fm.model.row(fm.delivered(), lb=gbps - slack * max(1.0, gbps))
 
 
@@ -322,7 +320,7 @@ def _most_gbps(fm: Formulation, relax: bool, gap: float = 1e-4, start: Solution 
         m.row(unplaced, ub=1e-6)    # every worker placed already: nothing for a second solve to lower
         return most
     mark = m.mark()
-    _pin_gbps(fm, most.objective)
+    pin_gbps(fm, most.objective)
     fewest = m.solve(unplaced, relax=relax, start=most, nodes=nodes)
     m.rollback(mark)       # the caller pins the Gbps, and may loosen it for stage 3
     m.row(unplaced, ub=fewest.objective + 1e-6)
@@ -350,14 +348,14 @@ def _calm_then_stable(fm: Formulation, gbps: float, relax: bool, tolerance: floa
     """
     m: LinearModel = fm.model
     mark = m.mark()
-    _pin_gbps(fm, gbps)
+    pin_gbps(fm, gbps)
     # Peaks within the tolerance count as equal, so the search may stop that close to the best.
     second = m.solve({fm.util: 1.0}, relax=relax, abs_gap=tolerance / 2, start=start, iterations=iterations)
     if not fm.moves and (relax or all(m.lb[v] == m.ub[v] for v in fm.caches.values())):
         return second       # nothing left for stage 3 to choose
     if fm.moves:
         m.rollback(mark)
-        _pin_gbps(fm, gbps, STAGE1_GAP)
+        pin_gbps(fm, gbps, STAGE1_GAP)
     m.row({fm.util: 1.0}, ub=second.objective + tolerance)
     # Moves dominate: one pod moved outweighs every cache host there could be.
     weight = 1.0 + sum(m.ub[v] for v in fm.caches.values())

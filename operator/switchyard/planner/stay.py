@@ -6,7 +6,7 @@ lower peak, or fewer pods moved (`better`), with the tolerances below.
 
 from __future__ import annotations
 
-
+from ..api.uplinkscore import UTIL_TOLERANCE
 from ..topology import Topology
 from .flow import ring_weights
 from .formulation import formulate_fixed
@@ -15,15 +15,11 @@ from .model import FleetRequest, Placement, Plan, PoolRequest
 from .packing import capacity_split, pack, relocate
 from .problem import Problem, build_problem, fleet_pool_index, host_eligible
 
-from .realise import _current, _plan_of, _ring_weights, to_placement
-from .stages import STAGE1_GAP, UTIL_TOLERANCE, _pin_gbps, upper_bound
+from .realise import plan_of, planned_ring_weights, to_current, to_placement
+from .stages import STAGE1_GAP, pin_gbps, upper_bound
 
 # Gbps this close (relative) count as equal when a re-plan is weighed against staying put.
 GBPS_TOLERANCE = STAGE1_GAP
-
-
-def peak(p: Plan) -> float:
-    return max((u.utilisation for u in p.uplinks), default=0.0)
 
 
 def better(a: Plan, b: Plan) -> bool:
@@ -34,8 +30,8 @@ def better(a: Plan, b: Plan) -> bool:
     scale = max(1.0, a.predicted_gbps, b.predicted_gbps)
     if abs(a.predicted_gbps - b.predicted_gbps) > GBPS_TOLERANCE * scale:
         return a.predicted_gbps > b.predicted_gbps
-    if abs(peak(a) - peak(b)) > UTIL_TOLERANCE:
-        return peak(a) < peak(b)
+    if abs(a.peak - b.peak) > UTIL_TOLERANCE:
+        return a.peak < b.peak
     if a.moves != b.moves:
         return a.moves < b.moves
     # Last, as in stage 3: more cache hosts (a pool with no readers yet still gets its hosts).
@@ -81,11 +77,11 @@ def stay_placement(topology: Topology, pools: list[PoolRequest], fleets: list[Fl
 def planned_weights(topology: Topology, problem: Problem, routing: str, placement: Placement) -> dict:
     """Ring weights for a placement that packs: its flows planned with every count fixed (the most
     Gbps, then the lowest peak at that Gbps), host weights proportional to what each switch serves."""
-    fm = formulate_fixed(problem, routing, _current(problem, placement))
+    fm = formulate_fixed(problem, routing, to_current(problem, placement))
     m = fm.model
     gbps = m.solve(fm.delivered(), maximise=True, relax=True)
-    _pin_gbps(fm, gbps.objective)
-    return _ring_weights(topology, problem, fm, m.solve({fm.util: 1.0}, relax=True), placement)
+    pin_gbps(fm, gbps.objective)
+    return planned_ring_weights(topology, problem, fm, m.solve({fm.util: 1.0}, relax=True), placement)
 
 
 def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequest], current: Placement,
@@ -137,4 +133,4 @@ def staying(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     if weights is None:     # by serving capacity, normalised like the planned weights
         weights = {p: {n: round(w / sum(ws.values()), 6) for n, w in ws.items()} if ws else {}
                    for p, ws in ring_weights(topology, pools, placement).items()}
-    return _plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, {})
+    return plan_of(topology, pools, fleets, problem, routing, placement, weights, bound, current, {})

@@ -9,11 +9,11 @@ import pytest
 from switchyard.planner import Unsatisfiable, baselines, plan
 from switchyard.planner.baselines import spread
 from switchyard.planner.packing import witness
-from switchyard.planner.stages import UTIL_TOLERANCE
+from switchyard.api.uplinkscore import UTIL_TOLERANCE
 from switchyard.planner.stay import better, staying
 from switchyard.topology import SwitchNodes, Topology
 
-from test_planner_cases import fleet, nodes, peak, pool, switch, topology, total_workers
+from test_planner_cases import fleet, nodes, pool, switch, topology, total_workers
 
 
 def cache_racks_and_a_worker_rack(uplink: float = 10) -> Topology:
@@ -35,7 +35,7 @@ def test_workers_go_to_the_cache_racks_and_read_locally():
     assert result.predicted_gbps == pytest.approx(60)
     assert result.bound_gbps == pytest.approx(60)
     assert "s2" not in result.placement.workers["f"]          # its uplink would carry every byte
-    assert peak(result) == pytest.approx(0)
+    assert result.peak == pytest.approx(0)
     assert total_workers(result, "f") == 30
     assert result.routing == {"s0": "local", "s1": "local", "s2": "local"}
     default = baselines.default_scheduler(topo, pools, fleets)
@@ -131,7 +131,7 @@ def test_among_equal_gbps_the_lowest_peak_utilisation_wins():
     result = plan(topo, [pool(miss=0.5)], [fleet(replicas=20, read=2)])
     assert result.predicted_gbps == pytest.approx(40)
     assert result.placement.workers["f"] == {"s0": 4, "s1": 16}
-    assert peak(result) == pytest.approx(0.4)
+    assert result.peak == pytest.approx(0.4)
 
 
 def mixing_case() -> Topology:
@@ -257,7 +257,7 @@ def test_objective_order_with_tolerances_decides_between_a_replan_and_staying():
     assert better(dataclasses.replace(p, predicted_gbps=100.5, moves=90), stay)
     # at equal Gbps, a peak lower by more than UTIL_TOLERANCE wins
     calmer = tuple(dataclasses.replace(u, in_gbps=u.in_gbps / 2, out_gbps=u.out_gbps / 2) for u in p.uplinks)
-    if peak(p) > 2 * UTIL_TOLERANCE:
+    if p.peak > 2 * UTIL_TOLERANCE:
         assert better(dataclasses.replace(p, predicted_gbps=100.0, moves=40, uplinks=calmer), stay)
 
 

@@ -43,10 +43,6 @@ def total_workers(plan, fleet_name: str) -> int:
     return sum(plan.placement.workers.get(fleet_name, {}).values())
 
 
-def peak(plan) -> float:
-    return max(u.utilisation for u in plan.uplinks)
-
-
 def describe(topo, pools, fleets) -> str:
     """A compact one-screen description, for hypothesis to print with a failing example."""
     lines = [f"wan {topo.wan_gbps:g}"]

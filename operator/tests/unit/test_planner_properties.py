@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from switchyard.planner import Unsatisfiable, plan
 from switchyard.planner.flow import evaluate, host_serve
 from switchyard.planner.packing import witness
-from switchyard.planner.stages import UTIL_TOLERANCE
-from switchyard.planner.stay import GBPS_TOLERANCE, peak, staying
+from switchyard.api.uplinkscore import UTIL_TOLERANCE
+from switchyard.planner.stay import GBPS_TOLERANCE, staying
 from switchyard.topology import GIB, parse_quantity
 
 from test_planner import without
@@ -154,15 +154,15 @@ def test_after_a_node_loss_pods_move_beyond_staying_only_for_more_gbps_or_a_lowe
     except Unsatisfiable:
         return
     stay = staying(reduced, pools, fleets, result.placement, routing)
-    note(f"lost {lost}; staying: {stay and (stay.moves, stay.predicted_gbps, peak(stay))}; "
-         f"re-plan: {again.moves, again.predicted_gbps, peak(again)}")
+    note(f"lost {lost}; staying: {stay and (stay.moves, stay.predicted_gbps, stay.peak)}; "
+         f"re-plan: {again.moves, again.predicted_gbps, again.peak}")
     if stay is None:
         return      # the surviving pods do not fit where they are: some must move
     noise = 1e-6 * max(1.0, stay.predicted_gbps)
     if again.moves > stay.moves:
         more_gbps = again.predicted_gbps > stay.predicted_gbps * (1 + GBPS_TOLERANCE) + noise
         calmer = (again.predicted_gbps >= stay.predicted_gbps * (1 - GBPS_TOLERANCE) - noise
-                  and peak(again) < peak(stay) - UTIL_TOLERANCE)
+                  and again.peak < stay.peak - UTIL_TOLERANCE)
         assert more_gbps or calmer
     # and never worse than staying in the objective order
     assert again.predicted_gbps >= stay.predicted_gbps * (1 - GBPS_TOLERANCE) - noise

@@ -24,7 +24,7 @@ from ...topology import Topology
 from . import spread
 from ..flow import evaluate
 from ..model import FleetRequest, Plan, PoolRequest
-from ..packing import _size
+from ..packing import worker_size
 from ..problem import Problem, build_problem, cache_fits
 from ..realise import to_placement
 from ..stages import upper_bound
@@ -124,16 +124,16 @@ def _least_allocated(problem: Problem, cache_nodes) -> dict[tuple[int, int], int
     workers: dict[tuple[int, int], int] = {}
     for j, f in enumerate(problem.fleets):
         runs = _runs(problem, j)
-        heap = [(used(n), n) for n in sorted(free) if n in runs and _fits(free[n], _size(problem, j, n))]
+        heap = [(used(n), n) for n in sorted(free) if n in runs and _fits(free[n], worker_size(problem, j, n))]
         heapq.heapify(heap)
         for _ in range(f.replicas):
             if not heap:
                 break
             _, n = heapq.heappop(heap)
-            _take(free[n], _size(problem, j, n))
+            _take(free[n], worker_size(problem, j, n))
             key = (j, switch_of[n])
             workers[key] = workers.get(key, 0) + 1
-            if _fits(free[n], _size(problem, j, n)):
+            if _fits(free[n], worker_size(problem, j, n)):
                 heapq.heappush(heap, (used(n), n))
     return workers
 
@@ -144,16 +144,16 @@ def _random_workers(problem: Problem, cache_nodes, rng: random.Random) -> dict[t
     workers: dict[tuple[int, int], int] = {}
     for j, f in enumerate(problem.fleets):
         runs = _runs(problem, j)
-        open_nodes = [n for n in sorted(free) if n in runs and _fits(free[n], _size(problem, j, n))]
+        open_nodes = [n for n in sorted(free) if n in runs and _fits(free[n], worker_size(problem, j, n))]
         for _ in range(f.replicas):
             if not open_nodes:
                 break
             i = rng.randrange(len(open_nodes))
             n = open_nodes[i]
-            _take(free[n], _size(problem, j, n))
+            _take(free[n], worker_size(problem, j, n))
             key = (j, switch_of[n])
             workers[key] = workers.get(key, 0) + 1
-            if not _fits(free[n], _size(problem, j, n)):
+            if not _fits(free[n], worker_size(problem, j, n)):
                 open_nodes[i] = open_nodes[-1]
                 open_nodes.pop()
     return workers
