@@ -45,12 +45,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from . import conditions as cond
 from .api import reasons
 from .api.analysisfacility import DriftStatus
+from .api.uplinkscore import DIRECTIONS, IN, OUT
 from .clientmap import UNKNOWN
 from .exporterspec import PREFIX
 
 REASON = reasons.PREDICTION_DRIFT
 SERVE = "serve"              # bytes served by a switch's caches
-UPLINK = ("in", "out")       # load on a switch's uplink, towards it and away from it
+UPLINK = DIRECTIONS          # load on a switch's uplink, towards it and away from it
 Subject = tuple[str, str]    # (switch, SERVE or one of UPLINK): what one verdict is about
 
 
@@ -359,7 +360,7 @@ def with_drift(states: Mapping[str, cond.State], assessment: Assessment | None) 
     return out
 
 
-_PREDICTED = {SERVE: "serveGbps", "in": "fairInGbps", "out": "fairOutGbps"}
+_PREDICTED = {SERVE: "serveGbps", IN: "fairInGbps", OUT: "fairOutGbps"}
 
 
 def predictions(plan_summary: Mapping | None) -> dict[Subject, float] | None:
@@ -449,7 +450,7 @@ def flow_gbps(points: tuple[FlowPoint, ...], now: float, rules: DriftRules) -> d
 
 def observed_uplinks(history: FlowHistory, expected: Mapping[str, Iterable[HostKey]], now: float,
                      rules: DriftRules) -> dict[tuple[str, str], float]:
-    """(switch, "in" | "out") -> Gbps over the window, for the switches of `expected` that are measured.
+    """(switch, IN | OUT) -> Gbps over the window, for the switches of `expected` that are measured.
 
     Out of S needs every planned cache host on S measured; in to T needs every
     planned cache host of the facility (any of them may serve T's readers). A
@@ -461,13 +462,13 @@ def observed_uplinks(history: FlowHistory, expected: Mapping[str, Iterable[HostK
     out: dict[tuple[str, str], float] = {}
     for switch in expected:
         if measured[switch]:
-            out[(switch, "out")] = 0.0
+            out[(switch, OUT)] = 0.0
         if all(measured.values()):
-            out[(switch, "in")] = 0.0
+            out[(switch, IN)] = 0.0
     for host_rates in rates.values():
         for (source, target), gbps in (host_rates or {}).items():
-            if (source, "out") in out:
-                out[(source, "out")] += gbps
-            if (target, "in") in out:
-                out[(target, "in")] += gbps
+            if (source, OUT) in out:
+                out[(source, OUT)] += gbps
+            if (target, IN) in out:
+                out[(target, IN)] += gbps
     return out

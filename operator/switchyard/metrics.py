@@ -70,8 +70,8 @@ def export_plan(namespace: str, facility: str, target_gbps: float, plan, *,
     values[PLAN_BOUND_GBPS][()] = plan.bound_gbps
     values[PLAN_TARGET_GBPS][()] = target_gbps
     for u in plan.uplinks:
-        values[PLAN_UPLINK_GBPS][(u.switch, "in")] = u.in_gbps
-        values[PLAN_UPLINK_GBPS][(u.switch, "out")] = u.out_gbps
+        for direction, gbps in u.by_direction:
+            values[PLAN_UPLINK_GBPS][(u.switch, direction)] = gbps
         values[PLAN_UPLINK_UTILISATION][(u.switch,)] = u.utilisation
         values[PLAN_UPLINK_CAPACITY_GBPS][(u.switch,)] = u.capacity_gbps
         values[PLAN_CACHES][(u.switch,)] = plan.placement.cache_count(u.switch)

@@ -26,6 +26,7 @@ import sys
 import yaml
 
 from .api import AnalysisFacilitySpec
+from .api.uplinkscore import IN, OUT
 from .planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
 from .planner.explain import full_uplinks, idle_cache_nodes, link_words, shortfall
 from .planner.fairshare import PAYLOAD, with_fair_share
@@ -234,8 +235,8 @@ def switch_rows(result: Plan, topology: Topology) -> list[dict]:
         })
         if result.fair:
             rows[-1].update({"serveGbps": result.fair.switch_served.get(sw.name, 0.0),
-                             "fairInGbps": result.fair.uplinks[sw.name]["in"],
-                             "fairOutGbps": result.fair.uplinks[sw.name]["out"]})
+                             "fairInGbps": result.fair.uplinks[sw.name][IN],
+                             "fairOutGbps": result.fair.uplinks[sw.name][OUT]})
     return rows
 
 
@@ -248,7 +249,7 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = (), files:
         "gapPercent": gap_percent(result),
         "optimal": result.optimal,
         "bottleneck": result.bottleneck,
-        "peakUtilisation": round(max((u.utilisation for u in result.uplinks), default=0.0), 4),
+        "peakUtilisation": round(result.peak, 4),
         "switches": switch_rows(result, topology),
         "hashWeights": {p: {h: abs(v) if v == 0 else v for h, v in w.items()} for p, w in sorted(result.hash_weights.items())},
         "unplaced": dict(result.unplaced),
@@ -262,7 +263,7 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = (), files:
     if compared:
         doc["baselines"] = [{"planner": b.planner, "predictedGbps": b.predicted_gbps,
                              **({"fairShareGbps": b.fair.delivered_gbps} if b.fair else {}),
-                             "peakUtilisation": round(max((u.utilisation for u in b.uplinks), default=0.0), 4),
+                             "peakUtilisation": round(b.peak, 4),
                              "bottleneck": b.bottleneck} for b in compared]
     return doc
 
@@ -312,7 +313,7 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
                     + [str(r["workers"].get(f, 0)) for f in fleets]
                     + [str(sum(r["ringWorkers"].values())), r["routing"], f"{r['inGbps']:.1f}", f"{r['outGbps']:.1f}",
                        f"{100 * r['utilisation']:.1f}%"] + [f"{r[k]:.1f}" for k in fair])
-    peak = max((r["utilisation"] for r in rows), default=0.0)
+    peak = round(result.peak, 4)    # as each row's utilisation
     body.append(["TOTAL", f"{sum(r['uplinkGbps'] for r in rows):g}", str(sum(len(n) for r in rows for n in r["caches"].values()))]
                 + [str(sum(r["workers"].get(f, 0) for r in rows)) for f in fleets]
                 + [str(sum(sum(r["ringWorkers"].values()) for r in rows)), "", f"{sum(r['inGbps'] for r in rows):.1f}",
@@ -342,6 +343,6 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
         ratio = result.predicted_gbps / b.predicted_gbps if b.predicted_gbps else float("inf")
         fair = f", fair share {b.fair.delivered_gbps:g} Gbps" if b.fair else ""
         lines.append(f"baseline {b.planner}: {b.predicted_gbps:g} Gbps{fair} (this plan: {ratio:.2f}x), "
-                     f"peak utilisation {100 * max((u.utilisation for u in b.uplinks), default=0):.1f}%, "
+                     f"peak utilisation {100 * b.peak:.1f}%, "
                      f"bottleneck: {b.bottleneck}")
     return "\n".join(lines) + "\n"

@@ -14,9 +14,10 @@ import io
 import textwrap
 from typing import Sequence
 
+from .api import uplinkscore
+from .api.uplinkscore import IN, OUT
 from .planner import Plan
 from .planner.explain import link_words
-from .planner.flow import SATURATED
 from .topology import Topology
 
 MOST_SWITCHES = 40  # beyond this a row of boxes is unreadable; the rest are counted, not drawn
@@ -66,18 +67,18 @@ def draw(result: Plan, topology: Topology, fleets: Sequence[str], title: str, fm
         x = i + 0.5
         load = loads.get(switch.name)
         capacity = switch.uplink_gbps
-        for dx, direction in ((-0.15, "in"), (0.15, "out")):
-            gbps = fair.uplinks[switch.name][direction] if fair else getattr(load, f"{direction}_gbps", 0.0)
-            link = f"up_{direction}:{switch.name}"
-            filled = link in full or (load is not None and capacity and
-                                      getattr(load, f"{direction}_gbps") >= capacity * SATURATED)
+        planned = dict(load.by_direction) if load is not None else {}
+        for dx, direction in ((-0.15, IN), (0.15, OUT)):
+            gbps = fair.uplinks[switch.name][direction] if fair else planned.get(direction, 0.0)
+            link = uplinkscore.link(direction, switch.name)
+            filled = link in full or (load is not None and uplinkscore.full(planned[direction], capacity))
             line = ax.plot([x + dx] * 2, [4.6, 8.2], color=_colour(cmap, gbps / capacity if capacity else 0),
                            lw=6 if filled else 3, solid_capstyle="butt")[0]
             line.set_gid(f"{'bottleneck-' if filled else ''}uplink-{direction}-{switch.name}")
-            arrow = "↓" if direction == "in" else "↑"
+            arrow = "↓" if direction == IN else "↑"
             label = f"{arrow} {gbps:.1f}/{capacity:g}" + (" full" if filled else "")
-            ax.text(x + dx + (-0.04 if direction == "in" else 0.04), 6.4, label, rotation=90, fontsize=7,
-                    ha="right" if direction == "in" else "left", va="center",
+            ax.text(x + dx + (-0.04 if direction == IN else 0.04), 6.4, label, rotation=90, fontsize=7,
+                    ha="right" if direction == IN else "left", va="center",
                     color="#c0392b" if filled else "black", fontweight="bold" if filled else "normal")
         ax.add_patch(FancyBboxPatch((i + 0.08, bottom), 0.84, 4.6 - bottom, boxstyle="round,pad=0.02", fc="#f4f6f7", ec="black"))
         ax.text(x, 4.3, switch.name, ha="center", va="center", fontsize=9, fontweight="bold")
@@ -98,7 +99,7 @@ def draw(result: Plan, topology: Topology, fleets: Sequence[str], title: str, fm
     if len(topology.switches) > len(switches):
         ax.text(len(switches) - 0.1, 8.35, f"+{len(topology.switches) - len(switches)} switches not drawn",
                 ha="right", fontsize=8)
-    uplinks = [link_words(link) for link in sorted(full) if link.startswith("up_")]
+    uplinks = [link_words(link) for link in sorted(full) if uplinkscore.link_direction(link) is not None]
     hosts = [link for link in full if link.startswith(("serve:", "nic:"))]
     named = "; ".join(uplinks[:4] + ([f"{len(hosts)} cache host(s) at their cap"] if hosts else [])) or "nothing"
     wrapped = textwrap.fill(title, width=int(width * 14))

@@ -9,6 +9,7 @@ from pydantic import Field
 from .base import CommonStatus, LabelKey, LabelValue, Model, cel, rules
 from .s3staging import S3StagingBody
 from .units import MAX_NIC_GBPS, MIN_GBPS
+from .uplinkscore import IN, OUT
 from .workerfleet import InlineFleet
 from .xcachepool import InlinePool
 
@@ -128,7 +129,7 @@ class PendingDrift(Model):
     """A streak of the drift check under way, kept so that a new leader carries it on from when it began."""
 
     switch: str = Field(description="Switch name.")
-    direction: Literal["serve", "in", "out"] = Field(description=(
+    direction: Literal["serve", IN, OUT] = Field(description=(
         "What is compared: serve (what the switch's cache hosts serve), in / out (its uplink, each way)."))
     toward: Literal["Drift", "Clear"] = Field(description=(
         "Drift: out of the raising band, PredictionDrift is set after sustainSeconds; Clear: drifting and back "

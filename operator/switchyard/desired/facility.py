@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .. import conditions as cond
 from .. import hostpaths, planner
-from ..api import AnalysisFacilitySpec, reasons
+from ..api import AnalysisFacilitySpec, reasons, uplinkscore
 from ..api.plans import FleetPlan, PoolPlan, decode
 from ..api.workerfleet import WorkerFleetSpec
 from ..builders.facility import build_children, fleet_object_name, pool_object_name, refused_fleet_plan
@@ -258,10 +258,11 @@ def summary(plan: planner.Plan) -> dict:
             "outGbps": u.out_gbps,
             "utilisation": round(u.utilisation, 4),
             "routing": plan.routing.get(u.switch, "local"),
-            **({"serveGbps": fair.switch_served.get(u.switch, 0.0), "fairInGbps": fair.uplinks[u.switch]["in"],
-                "fairOutGbps": fair.uplinks[u.switch]["out"]} if fair else {}),
-            **{f"fullHostsBehind{d.title()}": len(hosts) for d in ("in", "out")
-               if fair and (hosts := fair.full_hosts_behind.get(f"up_{d}:{u.switch}"))},
+            **({"serveGbps": fair.switch_served.get(u.switch, 0.0),
+                "fairInGbps": fair.uplinks[u.switch][uplinkscore.IN],
+                "fairOutGbps": fair.uplinks[u.switch][uplinkscore.OUT]} if fair else {}),
+            **{f"fullHostsBehind{d.title()}": len(hosts) for d in uplinkscore.DIRECTIONS
+               if fair and (hosts := fair.full_hosts_behind.get(uplinkscore.link(d, u.switch)))},
         } for u in plan.uplinks],
     }
     if fair:

@@ -40,7 +40,8 @@ SMALL_PURE = ("conditions.py", "hostpaths.py", "imagepolicy.py", "cachedisk.py",
 
 RULES: tuple[Rule, ...] = (
     Rule(("api/",), "the models of the four kinds and of the plan contract; the condition and event reasons "
-         "(`api/reasons.py`)", (), "pydantic, celpy"),
+         "(`api/reasons.py`); how an uplink is scored (`api/uplinkscore.py`: its directions, utilisation, a "
+         "plan's peak, the tolerances)", (), "pydantic, celpy"),
     Rule(("topology.py",), "nodes → the facility's switches, hosts and capacities", ("api/",)),
     Rule(("planner/",), "the placement model and its solver; `baselines/` the comparisons the benches and "
          "`switchyard plan` make", ("api/", "topology.py"), "HiGHS"),
@@ -101,7 +102,8 @@ RULES: tuple[Rule, ...] = (
          "`DiskNotMounted`) and xrootd's directories; its report's reader for `cachedisk.py`", (),
          "the standard library only"),
     Rule(("plandraw.py",), "`switchyard plan -o svg|png`: the facility as a picture",
-         ("planner/", "topology.py")),
+         ("planner/", "topology.py", "api/uplinkscore.py"),
+         "the uplink directions and when one is full, as the plan names them"),
     Rule(("cli.py", "plancli.py"), "the command line (`run`, `plan`, `render`, `route`, `exporter`, `jitter`, "
          "`prepare-cache`, `copy-routing`)", (ANY,)),
 )
