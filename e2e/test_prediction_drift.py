@@ -252,6 +252,52 @@ def test_reads_far_above_the_plan_raise_prediction_drift_and_idleness_clears_it(
     assert generations(cluster.kube, namespace) == before, "the drift check changed a child"
 
 
+def test_a_new_operator_carries_on_the_streak_under_way_from_status(cluster, namespace, rig):
+    """The operator is replaced mid-streak (as a new leader takes over): the new process carries the streak on
+    from the start the old one wrote in status.drift.pending, and raises the drift from it."""
+    base, account, origin, started = rig
+    log_dir = localcluster.CACHE / "e2e-logs" / NAME
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = {**DRIFT_ENV, "SWITCHYARD_DRIFT_SUSTAIN_SECONDS": "30"}
+    first = start_operator(cluster.kubeconfig, log_dir / "operator-first.log", "--namespace", namespace, **env)
+    second = None
+    try:
+        _, pods = deploy(cluster, namespace)
+        cache = play_cache_host(rig, pods["rack-a"])
+        lfn = origin.put("drift.bin", os.urandom(16 * MIB))
+        assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
+        with reading(lambda: xrdcp(cache.url_for(lfn), base / "read.bin")):
+            written = wait_for(lambda: pending(cluster, namespace), 90, interval=0.2, what="status.drift.pending")
+            time.sleep(5)
+            stop_operator(first)
+            replaced = time.time()
+            # What the old process wrote last: the streak it began, never restarted (its rates did not go
+            # missing for a read).
+            [streak] = pending(cluster, namespace)
+            assert [streak] == written and (streak["switch"], streak["direction"], streak["toward"]) == \
+                ("rack-a", "serve", "Drift"), (written, streak)
+            second = start_operator(cluster.kubeconfig, log_dir / "operator-second.log", "--namespace", namespace,
+                                    **env)
+            seen = []
+
+            def raised():
+                obj = cluster.kube.get("AnalysisFacility", namespace, "af")
+                seen.append((obj.get("status") or {}).get("drift"))
+                degraded = condition(obj, "Degraded")
+                return degraded.get("reason") == "PredictionDrift" and degraded.get("status") == "True"
+            wait_for(raised, 90, interval=0.2, what="the new operator to raise the drift")
+            at = time.time()
+        began = datetime.datetime.fromisoformat(streak["since"].replace("Z", "+00:00")).timestamp()
+        print(f"drift raised {at - began:.1f} s after the streak began, {at - replaced:.1f} s "
+              f"after the operator was replaced (sustain 30 s, window 4 s)")
+        # Never dropped nor restarted: until the drift was raised, status held the old process's streak.
+        assert [d["pending"] for d in seen[:-1]] == [[streak]] * (len(seen) - 1) and seen[-1]["pending"] == [], seen
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                stop_operator(proc)
+
+
 def put_behind(cluster, switch: str, address: str) -> None:
     """A Node on `switch` gets a pod CIDR holding `address` (the reader's), unless one already does."""
     nodes = cluster.kube.list("Node", None, {"switchyard.dev/switch": switch})

@@ -63,7 +63,8 @@ class DriftRules:
     clear_seconds: float = 60       # ... for this long
     floor_gbps: float = 1.0         # a subject both predicted and measured below this is not judged
     idle_fraction: float = 0.1      # the facility serving less than this share of its predicted serve is idle
-    window_seconds: float = 60      # observed Gbps: the counters' increase over this window
+    window_seconds: float = 60      # observed Gbps: the counters' increase over this window (from the
+                                    # summary read at or before its start)
     stale_seconds: float = 60       # a host whose counters did not move forward for this long is not measured
 
     @classmethod
@@ -143,13 +144,21 @@ def host_gbps(points: tuple[Point, ...], now: float, rules: DriftRules) -> float
 
 
 def _window(points, now: float, rules: DriftRules, clock):
-    """(first, last, span by `clock`) of the points of the latest xrootd run within the window; None when
-    the host was not read lately, or not for half a window."""
+    """(first, last, span by `clock`): `first` is the newest point at or before the window's start (while
+    this xrootd's run has none that old, its oldest); None when the host was not read lately, or not for
+    half a window.
+
+    Not the oldest point inside the window: the points are the summaries the operator happened to read,
+    out of step with them, so that one can sit anywhere in the window (a summary skipped and the next
+    10 ms late left 1.99 s of a 4 s window, under half: a steady host unmeasured for a read, its streak
+    restarted).
+    """
     if not points or now - points[-1].seen > rules.stale_seconds:
         return None
     last = points[-1]
     # Only this xrootd's run: its counters start again from 0 when it restarts.
-    first = next(p for p in points if p.started == last.started and clock(last) - clock(p) <= rules.window_seconds)
+    run = [p for p in points if p.started == last.started]
+    first = next((p for p in reversed(run) if clock(last) - clock(p) >= rules.window_seconds), run[0])
     span = clock(last) - clock(first)
     return None if span < rules.window_seconds / 2 else (first, last, span)
 
@@ -300,7 +309,7 @@ def seed(conditions: Iterable[Mapping] | None, drift_status: Mapping | None = No
     process's clock (the one assess is given), `offset` the wall clock minus
     it. For window_seconds + stale_seconds a carried streak is not dropped
     for its subject being unmeasured (the new process needs readings of its
-    own for a rate, and its first rates come and go); measured back in band
+    own for a rate, half a window of them at least); measured back in band
     it ends, out of band it goes on, as any streak. One the condition
     contradicts (toward Drift on a subject drifting) is left out.
     """

@@ -67,7 +67,8 @@ the xrootd summary it comes from.
 - **Observed**, per switch (`switchyard_observed_gbps{direction="serve"}`):
   the bytes the cache hosts on that switch sent to clients (xrootd's own
   link-out counter, protocol overhead included) over the last
-  `SWITCHYARD_DRIFT_WINDOW_SECONDS` (60 s), divided by the time between the
+  `SWITCHYARD_DRIFT_WINDOW_SECONDS` (60 s), from the summary read at or
+  before the window's start to the latest, divided by the time between the
   two summaries, summed over the switch's hosts. A switch is unmeasured while
   one of its planned hosts has no 30 s of summaries in the window, or none
   for `SWITCHYARD_DRIFT_STALE_SECONDS` (60 s); a restarted xrootd's counter
@@ -154,9 +155,9 @@ clock to the second, written when a streak begins or ends. A new leader
 carries each on from that start. For `SWITCHYARD_DRIFT_WINDOW_SECONDS` +
 `SWITCHYARD_DRIFT_STALE_SECONDS` from its first check of the facility, a
 streak read back is not dropped for its subject being unmeasured (a rate
-needs readings of the new process's own, so the first
-`SWITCHYARD_DRIFT_WINDOW_SECONDS` at least, and its first rates come and
-go); measured still out of band (or still back in it), the streak goes on,
+needs readings of the new process's own, half of
+`SWITCHYARD_DRIFT_WINDOW_SECONDS` at least); measured still out of band
+(or still back in it), the streak goes on,
 so a drift 200 s into its streak is raised 100 s later (or at the first
 measurement, if later), not 60 + 300 s after the takeover; measured back
 in band, it ends. After that the rule of one process holds again: a

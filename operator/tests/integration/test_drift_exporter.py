@@ -107,12 +107,13 @@ def test_observed_gbps_from_a_real_exporter_matches_the_bytes_the_client_receive
     assert received <= sent < received * 1.02, (sent, received)
     assert poller.reads > len(poller.points())   # more reads than summaries: one point per summary
 
-    # A window from just before the reads (the quiet summary `before`) to the last summary.
-    rules = DriftRules(window_seconds=after.at - before.at + 2, stale_seconds=30)
+    # A window from just before the reads (the quiet summary `before`, the newest at or before its start) to the
+    # last summary.
+    rules = DriftRules(window_seconds=after.at - before.at, stale_seconds=30)
     # The reader's Gbps over the window is exactly the counter over the exporter's own summary times.
     points = poller.points()
     now = time.monotonic()
-    first = [p for p in points if after.at - p.at <= rules.window_seconds][0]
+    first = [p for p in points if after.at - p.at >= rules.window_seconds][-1]
     assert first.bytes == before.bytes
     expected = (after.bytes - first.bytes) * 8 / (after.at - first.at) / 1e9
     gbps = host_gbps(points, now, rules)

@@ -84,6 +84,39 @@ def test_too_short_stale_or_restarted_counters_are_not_a_rate():
     assert host_gbps(history[("p", "h1")][1][:6], now=50, rules=RULES) is None  # 10 s since the restart
 
 
+def test_a_rate_does_not_go_missing_when_the_window_start_falls_between_two_read_summaries():
+    # As e2e/test_prediction_drift.py ran it (issue #29): xrootd reports every 1 s, the operator reads about
+    # every 1.2 s, so it skips one summary in five or six; window 4 s. Points 4.01, 1.99 and 1.00 s before the
+    # last: the one 4.01 s back is outside the window by 10 ms of arrival jitter, and the oldest inside it is
+    # 1.99 s back, under half a window. The rate is the increase since the summary at or before the window's
+    # start, 4.01 s, not "unmeasured" for one read (which restarts a streak toward Drift).
+    rules = DriftRules(window_seconds=4, stale_seconds=10)
+    history = {}
+    for at in (96.0, 97.0, 98.0, 100.0, 102.02, 103.01, 104.01):   # 1 GB a second
+        history = record(history, [reading("h1", "sw1", at - 90, at)], seen=at + 0.2, keep_seconds=14)
+    assert host_gbps(history[("p", "h1")][1], now=104.3, rules=rules) == pytest.approx(8.0)
+
+
+def test_a_steady_host_read_out_of_step_with_its_summaries_is_measured_at_every_read():
+    """Summaries every 1 s with a few ms of jitter, reads every 1.1 to 1.3 s: once a window has passed, every
+    read has a rate (within one process a subject's rate must not come and go)."""
+    rules = DriftRules(window_seconds=4, stale_seconds=10)
+    jitter = [((7 * i) % 23 - 11) / 1000 for i in range(400)]    # -11 .. +11 ms, deterministic
+    summaries = [(i + jitter[i], 2.0 * i) for i in range(400)]     # (arrival, GB sent): 16 Gbps
+    history, missing, now = {}, [], 0.5
+    while now < 300:
+        at, gb = max(s for s in summaries if s[0] <= now)
+        history = record(history, [reading("h1", "sw1", gb, at)], seen=now, keep_seconds=14)
+        gbps = host_gbps(history[("p", "h1")][1], now, rules)
+        if now > rules.window_seconds + 2:
+            if gbps is None:
+                missing.append(round(now, 2))
+            else:
+                assert gbps == pytest.approx(16.0, rel=0.02)
+        now += 1.1 + 0.1 * (int(now * 10) % 3)                      # 1.1, 1.2 or 1.3 s
+    assert missing == []
+
+
 def test_old_points_are_dropped():
     history = history_of(("h1", "sw1", [(t, t) for t in range(0, 300, 10)]))
     assert min(p.seen for p in history[("p", "h1")][1]) >= 290 - (RULES.window_seconds + RULES.stale_seconds)
@@ -243,8 +276,7 @@ def test_a_carried_streak_ends_when_the_subject_is_measured_back_in_band_or_stay
     assert back[1].memory[("sw1", SERVE)] == SwitchDrift()        # measured in band: gone
     assert back[2].memory[("sw1", SERVE)].since == NEW + 75      # a new streak of this process's own
     assert not back[2].drifting and back[3].drifting
-    # The new process's first rates come and go: within windowSeconds + staleSeconds, measured out of band then
-    # unmeasured again keeps the streak; past that, unmeasured is for reasons of its own, as in one process.
+    # Within windowSeconds + staleSeconds, measured out of band then unmeasured again keeps the streak; past that, unmeasured is for reasons of its own, as in one process.
     flicker = run({"sw1": 10.0}, [(NEW + 30, {"sw1": 5.0}), (NEW + CARRY - 1, {"sw1": None}),
                                   (NEW + CARRY, {"sw1": None})], memory=memory)
     assert [a.memory[("sw1", SERVE)].since for a in flicker] == [NEW - 220, NEW - 220, None]

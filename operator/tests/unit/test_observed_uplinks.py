@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from switchyard.clientmap import ClientMap
@@ -81,3 +82,14 @@ def test_a_restarted_host_is_measured_from_its_new_start_only():
         history = record_flows(history, [_reading("a", "sw1", {"sw2": served}, 0, started)], seen, keep_seconds=120)
     uplinks = observed_uplinks(history, expected, now=80, rules=RULES)
     assert abs(uplinks[("sw1", "out")] - 1.0) < 1e-9 and abs(uplinks[("sw2", "in")] - 1.0) < 1e-9
+
+
+def test_uplinks_stay_measured_when_reads_come_unevenly():
+    # Reads 2.11 s then 1.9 s apart, window 4 s: the read 4.01 s before the last is the window's start; the
+    # oldest read inside it, 1.9 s back, is under half a window. The uplink is measured over the 4.01 s.
+    rules = DriftRules(window_seconds=4, stale_seconds=10)
+    expected = {"sw1": [("pool", "a")], "sw2": []}
+    history: dict = {}
+    for seen in (0.0, 2.11, 4.01):
+        history = record_flows(history, [_reading("a", "sw1", {"sw2": seen * GB}, 0)], seen=seen, keep_seconds=14)
+    assert observed_uplinks(history, expected, now=4.01, rules=rules)[("sw1", "out")] == pytest.approx(1.0)
