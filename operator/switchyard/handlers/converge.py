@@ -1,7 +1,8 @@
 """Convergence: apply and prune an object's children when what it wants changed, and move misplaced pods.
 
-The writes themselves are the apply module's; this keeps which desired state
-each object last applied, so an unchanged reconcile costs no request.
+The writes themselves are the apply module's; the object's entry in the memory
+store (memory.Applied) keeps which desired state it last applied, so an
+unchanged reconcile costs no request.
 """
 
 from __future__ import annotations
@@ -18,36 +19,15 @@ from ..api import reasons
 from ..apply import ApiError, SyncResult, child_key, sync_children
 from ..builders.common import SWITCH_LABEL
 from ..settings import current
+from . import memory
 from .client import kube
-from .loop import wake, when_forgotten
+from .loop import wake
 from .status import ObjectEvents
 
-# uid -> (hash of the last applied desired state, when it was applied)
-_applied: dict[str, tuple[str, float]] = {}
-# uid -> {child key: hash of its content when last applied}
-_applied_children: dict[str, dict[str, str]] = {}
+# One object's pods listed at a time (evict_misplaced_pods): process-wide, not any object's.
 _listing = threading.Lock()
 # What the API server answers a child it refuses for its content: Bad Request, Unprocessable Entity.
 REFUSED_STATUSES = (400, 422)
-
-
-def forget_applied(uid: str) -> None:
-    for key in (uid, f"{uid}/pods"):
-        _applied.pop(key, None)
-    _applied_children.pop(uid, None)
-
-
-when_forgotten(forget_applied)
-
-
-def needs_apply(uid: str, desired_hash: str) -> bool:
-    """Apply when the desired state changed, or periodically to undo drift."""
-    last = _applied.get(uid)
-    return last is None or last[0] != desired_hash or time.monotonic() - last[1] > current().resync_seconds
-
-
-def mark_applied(uid: str, desired_hash: str) -> None:
-    _applied[uid] = (desired_hash, time.monotonic())
 
 
 def _digest(value: object) -> str:
@@ -101,30 +81,27 @@ def converge(body: Mapping, desired: list[dict], kinds: tuple[str, ...], logger,
     Raises NameTaken, having written nothing, when another owner's object
     holds a child's name; ChildRefused when the API server refuses a child as invalid.
     """
-    uid = body["metadata"]["uid"]
+    applied = memory.of(body).applied
     children = {child_key(obj): _digest(obj) for obj in desired}
     digest = _digest([sorted(children.items()), extra_key])
-    last = _applied.get(uid)
-    if not needs_apply(uid, digest):
+    # Apply when the desired state changed, or periodically (resync) to undo drift.
+    resync = time.monotonic() - applied.at > current().resync_seconds
+    if applied.digest == digest and not resync:
         return None
-    resync = last is None or time.monotonic() - last[1] > current().resync_seconds
-    before = {} if resync else _applied_children.get(uid, {})
+    before = {} if resync else applied.children
     unchanged = frozenset(key for key, child in children.items() if before.get(key) == child)
     try:
         result = sync_children(kube(), body, desired, kinds, ObjectEvents(body, logger), unchanged=unchanged)
     except ApiError as exc:
         if exc.status not in REFUSED_STATUSES:
             raise   # the API server's trouble, not the child's: retried (loop.measured)
-        _applied.pop(uid, None)
-        _applied_children.pop(uid, None)
+        applied.forget()
         raise ChildRefused(exc) from exc
     if result.conflicts:
         # Not marked applied: the next reconcile looks again (the other owner may be gone by then).
-        _applied.pop(uid, None)
-        _applied_children.pop(uid, None)
+        applied.forget()
         raise NameTaken(result.conflicts)
-    mark_applied(uid, digest)
-    _applied_children[uid] = children
+    applied.digest, applied.at, applied.children = digest, time.monotonic(), children
     # A child of ours whose plan (status.plan) just changed reconciles now: its
     # update handler runs on spec changes only, so it would wait for its next tick.
     for obj in desired:
@@ -167,11 +144,11 @@ def evict_misplaced_pods(body: Mapping, selector: Mapping[str, str], switch_labe
     # misplaced when a node changes switch, is lost or goes: list them only then,
     # and once when the operator starts. Not on every resync: a list of 10,000
     # pods costs the operator tens of MiB that Python keeps once it has them.
-    key = f"{body['metadata']['uid']}/pods"
+    applied = memory.of(body).applied
     digest = _digest([sorted(switch_of.items()), lost])
-    if _applied.get(key, ("",))[0] == digest:
+    if applied.pods == digest:
         return 0
-    mark_applied(key, digest)
+    applied.pods = digest
     namespace = body["metadata"]["namespace"]
     with _listing:  # one fleet's pods at a time, in small pages: the memory of one page, not of every fleet's
         pods = [p for p in kube().list("Pod", namespace, selector, keep=_placement, page=100)

@@ -8,45 +8,17 @@ or stops drifting. It only reads: no child is changed because of what it finds.
 
 from __future__ import annotations
 
-import math
-import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from .. import drift
 from ..api import reasons
 from ..metrics import export_drift
 from ..settings import current
+from . import memory
 from .exporters import read_all, ready_cache_pods
-from .loop import when_forgotten
+from .memory import FacilityDrift, FacilityMemory
 from .status import ObjectEvents
-
-
-@dataclass
-class FacilityDrift:
-    """What this process keeps of one facility between reads."""
-
-    memory: Mapping[drift.Subject, drift.SwitchDrift]
-    offset: float                                   # the wall clock minus time.monotonic(): streak starts in status
-    history: dict = field(default_factory=dict)
-    last_read: float = -math.inf
-    assessment: drift.Assessment | None = None
-    addresses: dict = field(default_factory=dict)   # (XCachePool, node) -> its ready cache pod's address
-    flows: dict = field(default_factory=dict)       # drift.FlowHistory: bytes that cross switches, per host
-    listed: float = -math.inf
-
-
-_facilities: dict[str, FacilityDrift] = {}
-_guard = threading.Lock()
-
-
-def _forget(uid: str) -> None:
-    with _guard:
-        _facilities.pop(uid, None)
-
-
-when_forgotten(_forget)
 
 
 def pod_addresses(state: FacilityDrift, namespace: str, expected: Mapping[str, list[drift.HostKey]],
@@ -90,14 +62,14 @@ def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, s
     meta = body["metadata"]
     if not settings.drift_check:
         return None, None
-    with _guard:
-        state = _facilities.get(meta["uid"])
-        if state is None:
-            # A facility new to this process (a restart, a new leader): carry on what its status holds.
-            status, now = body.get("status") or {}, time.monotonic()
-            offset = time.time() - now
-            state = _facilities[meta["uid"]] = FacilityDrift(
-                drift.seed(status.get("conditions"), status.get("drift"), now, offset, settings.drift), offset)
+    kept = memory.of(body, FacilityMemory)
+    if kept.drift is None:
+        # A facility new to this process (a restart, a new leader): carry on what its status holds.
+        status, now = body.get("status") or {}, time.monotonic()
+        offset = time.time() - now
+        kept.drift = FacilityDrift(
+            drift.seed(status.get("conditions"), status.get("drift"), now, offset, settings.drift), offset)
+    state = kept.drift
     now = time.monotonic()
     if now - state.last_read < settings.drift_read_seconds:
         return state.assessment, drift.drift_status(state.memory, state.offset)

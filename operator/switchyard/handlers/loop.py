@@ -16,18 +16,13 @@ from ..api import GROUP, VERSION, reasons
 from ..apply import ApiError
 from ..metrics import RECONCILE_SECONDS, RECONCILES
 from ..settings import current
+from . import memory
 from .client import kube
 from .status import write_status
 
+# The loop's own bookkeeping (not what a reconcile remembers: that is memory.py's): one lock per object.
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
-# Called with the uid of a deleted object, to drop what was kept for it (see when_forgotten).
-_forgetters: list = []
-
-
-def when_forgotten(forgetter) -> None:
-    """Call `forgetter(uid)` when an object is deleted."""
-    _forgetters.append(forgetter)
 
 
 @contextmanager
@@ -43,11 +38,13 @@ def serialised(uid: str, wait: bool) -> Iterator[bool]:
             lock.release()
 
 
-def forget(uid: str) -> None:
-    for forgetter in _forgetters:
-        forgetter(uid)
+def forget(uid: str) -> memory.ObjectMemory | None:
+    """The object is deleted: once a reconcile of it under way is done, drop its memory (returned) and its lock."""
+    with serialised(uid, wait=True):
+        kept = memory.drop(uid)
     with _locks_guard:
         _locks.pop(uid, None)
+    return kept
 
 
 @contextmanager
@@ -114,14 +111,17 @@ def report_failure(kind: str, body, exc: Exception, logger) -> None:
         logger.error(cond.printable(f"Could not report it on the object: {type(again).__name__}: {again}"))
 
 
-def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
+def register(plural: str, kind: str, reconcile, on_forget=None, forgets_on_delete: bool = True) -> None:
     """Level-based handlers for one kind.
 
     Create, update and resume call `reconcile(body, logger, **indexes)`; a
     per-object loop calls it again after the delay it returns (None: the
     timer interval), so a ramp-up can come back every second without a retry
     storm of error events. One reconcile runs at a time per object. wake()
-    runs the loop at once, on a fresh read of the object.
+    runs the loop at once, on a fresh read of the object. On delete, the
+    object's memory goes (forget), unless `forgets_on_delete` is False: the
+    kind's own delete handler calls forget when it is done; then
+    `on_forget(namespace, name)`.
     """
 
     def run(body, logger, wait: bool, kwargs) -> float | None:
@@ -175,7 +175,8 @@ def register(plural: str, kind: str, reconcile, on_forget=None) -> None:
                 del _wakers[key]
 
     def on_delete(body, **_):
-        forget(body["metadata"]["uid"])
+        if forgets_on_delete:
+            forget(body["metadata"]["uid"])
         _pending_wakes.discard((kind, body["metadata"]["namespace"], body["metadata"]["name"]))
         if on_forget is not None:
             on_forget(body["metadata"]["namespace"], body["metadata"]["name"])

@@ -27,9 +27,10 @@ from ..s3 import S3, Credentials, Endpoint, S3Error
 from ..s3.staging import Observation, Tracker, assess, human_bytes, over_quota_reported, reclaim
 from ..desired import policy_peers, validate
 from ..settings import current
+from . import loop, memory
 from .client import kube
 from .converge import Refused, converge
-from .loop import register
+from .memory import StagingMemory
 from .status import ObjectEvents, write_status
 from .indexes import workloads_of
 
@@ -54,12 +55,6 @@ class Access:
     operator: Credentials
     consumer: Credentials
     root: Credentials | None = None  # embedded MinIO only
-
-
-_trackers: dict[str, Tracker] = {}
-_clients: dict[str, tuple[str, S3]] = {}       # uid -> (fingerprint of endpoint and keys, client)
-_over_quota: dict[str, frozenset[str]] = {}    # uid -> buckets last reported over quota
-_series: dict[str, set[tuple[str, str, str]]] = {}  # uid -> bucket gauge label sets
 
 
 # ------------------------------------------------------------------ credentials
@@ -104,15 +99,13 @@ def resolve(namespace: str, name: str, spec: S3StagingSpec) -> Access:
     return Access(Endpoint(url, region(spec)), root, root, root)
 
 
-def client_for(uid: str, access: Access) -> S3:
+def client_for(kept: StagingMemory, access: Access) -> S3:
     """One boto3 client per staging area, rebuilt when the endpoint or the keys change."""
     fingerprint = hashlib.sha256(repr((access.endpoint, access.operator.access_key,
                                        access.operator.secret_key)).encode()).hexdigest()
-    cached = _clients.get(uid)
-    if cached is None or cached[0] != fingerprint:
-        cached = (fingerprint, S3(access.endpoint, access.operator))
-        _clients[uid] = cached
-    return cached[1]
+    if kept.client is None or kept.client[0] != fingerprint:
+        kept.client = (fingerprint, S3(access.endpoint, access.operator))
+    return kept.client[1]
 
 
 # ------------------------------------------------------------------ reporting
@@ -120,7 +113,7 @@ def _count_error(namespace: str, name: str, error: S3Error) -> None:
     S3_ERRORS.labels(namespace, name, error.kind, error.operation).inc()
 
 
-def _export(uid: str, namespace: str, name: str, obs: Observation) -> None:
+def _export(kept: StagingMemory, namespace: str, name: str, obs: Observation) -> None:
     now = set()
     for entry in obs.buckets:
         labels = (namespace, name, entry["name"])
@@ -131,9 +124,9 @@ def _export(uid: str, namespace: str, name: str, obs: Observation) -> None:
         now.add(labels)
     for bucket, (removed, _) in obs.swept.items():
         S3_EXPIRED_OBJECTS.labels(namespace, name, bucket).inc(removed)
-    for stale in _series.get(uid, set()) - now:
+    for stale in kept.series - now:
         _remove_series(stale)
-    _series[uid] = now
+    kept.series = now
 
 
 def _remove_series(labels: tuple[str, str, str]) -> None:
@@ -144,7 +137,7 @@ def _remove_series(labels: tuple[str, str, str]) -> None:
             pass
 
 
-def _announce(uid: str, url: str, obs: Observation, events: ObjectEvents) -> None:
+def _announce(kept: StagingMemory, url: str, obs: Observation, events: ObjectEvents) -> None:
     for bucket in obs.created:
         events.info(f"Created bucket {bucket} on {url}", reason=reasons.BUCKET_CREATED)
     for bucket, days in obs.rules_set:
@@ -154,30 +147,28 @@ def _announce(uid: str, url: str, obs: Observation, events: ObjectEvents) -> Non
         events.info(f"Swept {removed} expired object(s) ({human_bytes(size)}) from bucket {bucket}",
                     reason=reasons.SWEPT)
     over = frozenset(line.split(":", 1)[0] for line in obs.over_quota)
-    if obs.error is None and over != _over_quota.get(uid, frozenset()):
+    if obs.error is None and over != kept.over_quota:
         if over:
             events.warning("Over quota: " + "; ".join(obs.over_quota), reason=reasons.OVER_QUOTA)
         else:
             events.info("Every bucket is within its quota again", reason=reasons.WITHIN_QUOTA)
-        _over_quota[uid] = over
+        kept.over_quota = over
 
 
-def _tracker(uid: str, body) -> Tracker:
-    tracker = _trackers.get(uid)
-    if tracker is None:
-        tracker = _trackers[uid] = Tracker()
-        tracker.seed((body.get("status") or {}).get("buckets") or [])
+def _tracker(kept: StagingMemory, body) -> Tracker:
+    if kept.tracker is None:
+        kept.tracker = Tracker()
+        kept.tracker.seed((body.get("status") or {}).get("buckets") or [])
         # What was announced is in the status; the OverQuota event is not posted again for it.
-        _over_quota.setdefault(uid, over_quota_reported((body.get("status") or {}).get("conditions")))
-    return tracker
+        kept.over_quota = over_quota_reported((body.get("status") or {}).get("conditions"))
+    return kept.tracker
 
 
 def forget(uid: str, namespace: str, name: str) -> None:
-    for labels in _series.pop(uid, set()):
+    """The staging area is gone (its reclaim done): its memory, and the gauges it exported."""
+    kept = loop.forget(uid)
+    for labels in kept.series if isinstance(kept, StagingMemory) else ():
         _remove_series(labels)
-    _trackers.pop(uid, None)
-    _clients.pop(uid, None)
-    _over_quota.pop(uid, None)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(0)
 
 
@@ -193,7 +184,8 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
         write_status(KIND, body, {}, refused, logger)
         return
     url = endpoint_url(name, namespace, spec)
-    tracker = _tracker(uid, body)
+    kept = memory.of(body, StagingMemory)
+    tracker = _tracker(kept, body)
     base = {"endpoint": url, "credentialsSecret": consumer_secret_name(name), "buckets": tracker.status(spec)}
     try:
         access = resolve(namespace, name, spec)
@@ -217,16 +209,18 @@ def reconcile(body, logger, statefulset_index=None, **_) -> None:
                 reasons.MINIO_STARTING, f"{ready}/{spec.embedded.servers} MinIO server(s) ready"), logger)
             return
 
-    obs = tracker.observe(client_for(uid, access), spec, datetime.datetime.now(datetime.timezone.utc),
+    obs = tracker.observe(client_for(kept, access), spec, datetime.datetime.now(datetime.timezone.utc),
                           time.monotonic(), current().resync_seconds)
     if obs.error is not None:
         _count_error(namespace, name, obs.error)
-    _export(uid, namespace, name, obs)
-    _announce(uid, url, obs, ObjectEvents(body, logger))
+    _export(kept, namespace, name, obs)
+    _announce(kept, url, obs, ObjectEvents(body, logger))
     write_status(KIND, body, {**base, "buckets": obs.buckets}, assess(spec, obs, url), logger)
 
 
-register(PLURAL, KIND, reconcile)
+# The delete handler below forgets the object when its reclaim is done: a reclaim whose Secret went first
+# goes on with the S3 client kept in its memory.
+loop.register(PLURAL, KIND, reconcile, forgets_on_delete=False)
 
 
 # ------------------------------------------------------------------ deletion
@@ -258,12 +252,13 @@ def reclaim_on_delete(body, logger, retry: int = 0, **_) -> None:
     url = endpoint_url(name, namespace, spec)
     names = ", ".join(b.name for b in spec.buckets)
     try:
+        kept = memory.of(body, StagingMemory)
         try:
-            s3 = client_for(uid, resolve(namespace, name, spec))
+            s3 = client_for(kept, resolve(namespace, name, spec))
         except Blocked:
-            if uid not in _clients:  # e.g. the Secret went first, with its namespace
+            if kept.client is None:  # e.g. the Secret went first, with its namespace
                 raise
-            s3 = _clients[uid][1]  # the keys the operator last read
+            s3 = kept.client[1]  # the keys the operator last read
         removed = reclaim(s3, spec)
     except (Blocked, S3Error) as exc:
         if isinstance(exc, S3Error):

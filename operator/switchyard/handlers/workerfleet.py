@@ -12,24 +12,22 @@ from ..desired.workerfleet import (KIND, FleetIntent, FleetWaiting, desired_flee
                                    staging_name)
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
+from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register, wake
+from .memory import FleetMemory, RoutingRead
 from .status import post, why_waiting, write_status
 
 PLURAL = "workerfleets"
-# "namespace/name" -> (start tokens, counts per switch last asked for)
-_ramps: dict[str, tuple[rampup.Bucket | None, dict[str, int]]] = {}
-_unaddressed: dict[str, tuple[str, ...]] = {}  # "namespace/name" -> ring hosts last logged as named by node name
-# "namespace/name" -> (image, when its pods were last listed for that image's routing verdict, the wait before the next)
-_routing_reads: dict[str, tuple[str, float, float]] = {}
 # While a fleet's image has no verdict, its pods are listed at most every ROUTING_READ_SECONDS, the wait doubling
 # up to ROUTING_READ_MAX_SECONDS each time none was found (pods whose checks never report: simulated nodes).
 ROUTING_READ_SECONDS, ROUTING_READ_MAX_SECONDS = 10.0, 300.0
 
 
-def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: dict[str, int]) -> dict[str, int]:
+def _ramp(kept: FleetMemory, spec: WorkerFleetSpec, planned: dict[str, int], observed: dict[str, int]
+          ) -> dict[str, int]:
     """Counts per switch for this reconcile: the plan, reached at most rampUp.maxStartsPerSecond.
 
     The counts last asked for are remembered: the Deployment index can lag
@@ -38,36 +36,35 @@ def _ramp(key: str, spec: WorkerFleetSpec, planned: dict[str, int], observed: di
     remembered: a new leader, a restart) goes on from the Deployments' counts
     with no tokens yet (rampup.resume), so a takeover adds no burst.
     """
-    bucket, asked = _ramps.get(key, (None, {}))
+    bucket, asked = kept.ramp, kept.asked or {}
     current = {sw: max(observed.get(sw, 0), asked.get(sw, 0)) for sw in set(observed) | set(asked)}
     if all(current.get(sw, 0) >= n for sw, n in planned.items()):
-        _ramps[key] = (None, dict(planned))
+        kept.ramp, kept.asked = None, dict(planned)
         return dict(planned)
     rate, now = spec.ramp_up.max_starts_per_second, time.monotonic()
-    if key not in _ramps and any(observed.values()):
+    if kept.asked is None and any(observed.values()):
         bucket = rampup.resume(now)
     bucket = rampup.refill(bucket, rate, now)
     counts = rampup.step(planned, current, int(bucket.tokens))
     started = sum(counts[sw] - min(current.get(sw, 0), n) for sw, n in planned.items())
-    _ramps[key] = (rampup.spend(bucket, started), counts)
+    kept.ramp, kept.asked = rampup.spend(bucket, started), counts
     return counts
 
 
-def read_routing(namespace: str, name: str, intent: FleetIntent, started: int) -> dict | None:
+def read_routing(kept: FleetMemory, namespace: str, name: str, intent: FleetIntent, started: int) -> dict | None:
     """The routing verdict for the fleet's image: the status's once known; until then, read from the
     workers' routing-check init containers (listed only once a worker was started, and at the pace
-    of _routing_reads), each pod kept only as far as the verdict needs."""
+    kept in `kept.routing_read`), each pod kept only as far as the verdict needs."""
     if not intent.plan.pool:
         return None
     if (known := intent.known_routing()) is not None:
         return known
-    key, image, now = f"{namespace}/{name}", worker_image(intent.spec), time.monotonic()
-    last_image, last, wait = _routing_reads.get(key, ("", 0.0, 0.0))
-    if not started or (last_image == image and now - last < wait):
+    image, now, last = worker_image(intent.spec), time.monotonic(), kept.routing_read
+    if not started or (last.image == image and now - last.at < last.wait):
         return None
     verdict = routing_verdict(kube().list("Pod", namespace, {FLEET_LABEL: name}, keep=_check_part), image)
-    wait = ROUTING_READ_SECONDS if last_image != image else min(2 * wait, ROUTING_READ_MAX_SECONDS)
-    _routing_reads[key] = (image, now, wait)
+    wait = ROUTING_READ_SECONDS if last.image != image else min(2 * last.wait, ROUTING_READ_MAX_SECONDS)
+    kept.routing_read = RoutingRead(image, now, wait)
     return verdict
 
 
@@ -77,12 +74,6 @@ def _check_part(pod: dict) -> dict:
             "spec": {"initContainers": [c for c in pod["spec"].get("initContainers", []) if c["name"] == CHECK_CONTAINER]},
             "status": {"initContainerStatuses": [c for c in (pod.get("status") or {}).get("initContainerStatuses") or []
                                                  if c["name"] == CHECK_CONTAINER]}}
-
-
-def _forget_ramp(namespace: str, name: str) -> None:
-    _ramps.pop(f"{namespace}/{name}", None)
-    _unaddressed.pop(f"{namespace}/{name}", None)
-    _routing_reads.pop(f"{namespace}/{name}", None)
 
 
 def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
@@ -100,14 +91,15 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     if intent.wake_facility:
         wake("AnalysisFacility", namespace, facility)
     workloads = per_switch(workloads_of(deployment_index, uid))
-    counts = _ramp(f"{namespace}/{name}", intent.spec, dict(intent.plan.workers),
-                   {sw: w["desired"] for sw, w in workloads.items()})
+    kept = memory.of(body, FleetMemory)
+    counts = _ramp(kept, intent.spec, dict(intent.plan.workers), {sw: w["desired"] for sw, w in workloads.items()})
+    started = sum(w["current"] for w in workloads.values())
     outcome = desired_fleet(name, namespace, intent, counts, workloads, current(), nodes_of(node_index),
-                            routing=read_routing(namespace, name, intent, sum(w["current"] for w in workloads.values())))
-    if (unaddressed := outcome.unaddressed) and _unaddressed.get(f"{namespace}/{name}") != unaddressed:
+                            routing=read_routing(kept, namespace, name, intent, started))
+    if (unaddressed := outcome.unaddressed) and kept.unaddressed != unaddressed:
         logger.warning(f"Cache host(s) {', '.join(unaddressed)} have no InternalIP: the ring names them by node "
                        "name, which workers resolve only where the site's DNS knows node names")
-    _unaddressed[f"{namespace}/{name}"] = unaddressed
+    kept.unaddressed = unaddressed
     try:
         converge(body, outcome.children, CHILD_KINDS, logger)
     except Refused as exc:
@@ -120,4 +112,4 @@ def reconcile(body, logger, deployment_index, node_index, **_) -> float | None:
     return outcome.retry_seconds
 
 
-register(PLURAL, KIND, reconcile, on_forget=_forget_ramp)
+register(PLURAL, KIND, reconcile)

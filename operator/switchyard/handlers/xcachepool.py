@@ -13,24 +13,21 @@ from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, tls_secret_name
 from ..metrics import MANAGED_OBJECTS
 from ..settings import current
+from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
 from .exporters import read_all, ready_cache_pods
 from .indexes import nodes_of, per_switch, workloads_of
 from .loop import register
+from .memory import PoolMemory
 from .status import now, post, why_waiting, write_status
 
 PLURAL = "xcachepools"
 
 
-# "namespace/name" -> (when read, what was read)
-_disk_reads: dict[str, tuple[float, DiskRead]] = {}
-
-
-def read_disks(namespace: str, name: str, high_watermark: float) -> DiskRead:
+def read_disks(kept: PoolMemory, namespace: str, name: str, high_watermark: float) -> DiskRead:
     """status.disk from the ready hosts' exporters, read at most every SWITCHYARD_DISK_READ_SECONDS."""
-    key = f"{namespace}/{name}"
-    cached = _disk_reads.get(key)
+    cached = kept.disk_read
     if cached and time.monotonic() - cached[0] < current().disk_read_seconds:
         return cached[1]
     pods = ready_cache_pods(namespace, name)
@@ -45,12 +42,8 @@ def read_disks(namespace: str, name: str, high_watermark: float) -> DiskRead:
         else:
             reports.append(report)
     read = DiskRead(disk_status(reports, unreachable, high_watermark, now()), tuple(reports))
-    _disk_reads[key] = (time.monotonic(), read)
+    kept.disk_read = (time.monotonic(), read)
     return read
-
-
-def _forget_disks(namespace: str, name: str) -> None:
-    _disk_reads.pop(f"{namespace}/{name}", None)
 
 
 def read_unmounted(namespace: str, name: str, workloads: dict[str, dict]) -> tuple[UnmountedDisk, ...]:
@@ -80,7 +73,8 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     disk = None
     if any(w["ready"] for w in workloads.values()):
         spec, _ = validate(XCachePoolSpec, body["spec"])
-        disk = read_disks(namespace, name, spec.pfc.high_watermark) if spec is not None else None
+        if spec is not None:
+            disk = read_disks(memory.of(body, PoolMemory), namespace, name, spec.pfc.high_watermark)
     nodes = nodes_of(node_index)
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
                            secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
@@ -100,4 +94,4 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     write_status(KIND, body, outcome.status, outcome.states, logger)
 
 
-register(PLURAL, KIND, reconcile, on_forget=_forget_disks)
+register(PLURAL, KIND, reconcile)

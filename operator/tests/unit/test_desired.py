@@ -444,6 +444,7 @@ def test_the_status_keeps_a_verdict_only_for_the_current_image():
 def test_the_handler_lists_the_fleets_pods_only_until_its_image_has_a_verdict(monkeypatch):
     from switchyard.builders.workerfleet import worker_image
     from switchyard.handlers import workerfleet as handler
+    from switchyard.handlers.memory import FleetMemory
 
     calls = []
     image = worker_image(intent().spec)
@@ -458,28 +459,28 @@ def test_the_handler_lists_the_fleets_pods_only_until_its_image_has_a_verdict(mo
     clock = [100.0]
     monkeypatch.setattr(handler, "kube", Kube)
     monkeypatch.setattr(handler.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(handler, "_routing_reads", {})
+    kept = FleetMemory("WorkerFleet", "ns", "af-dask")
     got = intent()
-    assert handler.read_routing("ns", "af-dask", got, started=0) is None and calls == []  # no worker yet
-    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 1
+    assert handler.read_routing(kept, "ns", "af-dask", got, started=0) is None and calls == []  # no worker yet
+    assert handler.read_routing(kept, "ns", "af-dask", got, started=2) is None and len(calls) == 1
     assert calls == [("Pod", "ns", {"switchyard.dev/fleet": "af-dask"})]
     clock[0] += 9  # not again within ROUTING_READ_SECONDS; then at a doubling pace while none is found
-    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 1
+    assert handler.read_routing(kept, "ns", "af-dask", got, started=2) is None and len(calls) == 1
     clock[0] += 1
-    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 2
+    assert handler.read_routing(kept, "ns", "af-dask", got, started=2) is None and len(calls) == 2
     clock[0] += 19
-    assert handler.read_routing("ns", "af-dask", got, started=2) is None and len(calls) == 2
+    assert handler.read_routing(kept, "ns", "af-dask", got, started=2) is None and len(calls) == 2
     pods.append(check_pod("w-1", image, {"exitCode": 0, "message": LACKS}))
     clock[0] += 1
-    verdict = handler.read_routing("ns", "af-dask", got, started=2)
+    verdict = handler.read_routing(kept, "ns", "af-dask", got, started=2)
     assert verdict == {"image": image, "routes": False, "message": LACKS.split(": ", 1)[1]} and len(calls) == 3
     # once the status holds the verdict for this image, no more lists
     known = intent(status={**fleet_child()["status"], "routing": verdict})
     clock[0] += 600
-    assert handler.read_routing("ns", "af-dask", known, started=2) == verdict and len(calls) == 3
+    assert handler.read_routing(kept, "ns", "af-dask", known, started=2) == verdict and len(calls) == 3
     # a new image is read at once
     other = intent({"image": "site/analysis:2"}, status={**fleet_child()["status"], "routing": verdict})
-    assert handler.read_routing("ns", "af-dask", other, started=2) is None and len(calls) == 4
+    assert handler.read_routing(kept, "ns", "af-dask", other, started=2) is None and len(calls) == 4
     # a fleet without a pool is never listed
     nopool = dataclasses.replace(got, plan=got.plan.model_copy(update={"pool": None}))
-    assert handler.read_routing("ns", "af-dask", nopool, started=2) is None and len(calls) == 4
+    assert handler.read_routing(kept, "ns", "af-dask", nopool, started=2) is None and len(calls) == 4

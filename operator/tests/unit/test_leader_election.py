@@ -4,6 +4,7 @@ deadline. Its reads and writes of the Lease run against a real API server in e2e
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -162,15 +163,44 @@ def changed_module_state(path: pathlib.Path) -> set[str]:
     return found & top
 
 
+def memory_slots() -> set[tuple[str, str]]:
+    """(Class.slot, its module) of every slot of the handlers' per-object memory (handlers/memory.py)."""
+    from switchyard.handlers import memory
+
+    def slots(cls, beside: set[str]) -> set[tuple[str, str]]:
+        return {(f"{cls.__name__}.{f.name}", "handlers/memory.py") for f in dataclasses.fields(cls) if f.name not in beside}
+    every = {f.name for f in dataclasses.fields(memory.ObjectMemory)}
+    return slots(memory.ObjectMemory, {"kind", "namespace", "name"}).union(
+        *(slots(cls, every) for cls in memory.KINDS.values()))
+
+
+# What handlers/ may keep at module level: the store of per-object memory, and process-wide bookkeeping.
+HANDLERS_MODULE_STATE = {("_objects", "handlers/memory.py"), ("_kube", "handlers/client.py"),
+                         ("_locks", "handlers/loop.py"), ("_wakers", "handlers/loop.py"),
+                         ("_pending_wakes", "handlers/loop.py"), ("_looping_kinds", "handlers/loop.py")}
+
+
 def test_every_module_state_a_takeover_loses_or_rebuilds_is_in_the_admin_guides_table():
     """A new leader has only what the cluster and the objects' status say: each piece of process memory
-    is listed in docs/admin-guide.md's "What a new leader does first" table, with what becomes of it."""
+    (module state, and each slot of the handlers' per-object memory) is listed in docs/admin-guide.md's
+    "What a new leader does first" table, with what becomes of it."""
     text = ADMIN_GUIDE.read_text()
     table = text[text.index("**What a new leader does first.**"):text.index("**Measured** (`e2e/test_leader.py`")]
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     state = {(name, str(path.relative_to(PACKAGE))) for path in sorted(PACKAGE.rglob("*.py"))
              for name in changed_module_state(path)}
-    assert {name for name, _ in state} >= {"_ramps", "_facilities", "_applied", "_trackers"}  # the scan finds them
-    missing = [(name, module) for name, module in sorted(state)
+    assert {name for name, _ in state} >= {"_objects", "_locks", "_exported"}  # the scan finds them
+    slots = memory_slots()
+    assert {name for name, _ in slots} >= {"ObjectMemory.applied", "FleetMemory.ramp", "FacilityMemory.drift",
+                                           "StagingMemory.tracker", "PoolMemory.disk_read"}
+    missing = [(name, module) for name, module in sorted(state | slots)
                if not any(f"`{name}`" in row.split("|")[1] and f"`{module}`" in row.split("|")[1] for row in rows)]
-    assert not missing, f"module state missing from docs/admin-guide.md's takeover table: {missing}"
+    assert not missing, f"state missing from docs/admin-guide.md's takeover table: {missing}"
+
+
+def test_the_handlers_keep_per_object_memory_only_in_the_store():
+    """handlers/ keeps what it remembers of an object in handlers/memory.py's entries (made at the object's
+    first reconcile, dropped when it is deleted), not in module dicts of its own."""
+    state = {(name, str(path.relative_to(PACKAGE))) for path in sorted((PACKAGE / "handlers").glob("*.py"))
+             for name in changed_module_state(path)}
+    assert state == HANDLERS_MODULE_STATE, f"module state in handlers/ beside the store: {state - HANDLERS_MODULE_STATE}"

@@ -120,13 +120,16 @@ def test_deletion_backoff_grows_to_a_cap_and_the_hint_releases_by_retain():
 def test_bucket_metrics_follow_the_observations_and_stale_series_go():
     from prometheus_client import REGISTRY
 
+    from switchyard.handlers import memory
     from switchyard.handlers.s3staging import _count_error, _export, forget
 
+    kept = memory.of({"kind": "S3Staging", "metadata": {"uid": "uid-m", "namespace": "ns-m", "name": "stage-m"}},
+                     memory.StagingMemory)
     labels = {"namespace": "ns-m", "staging": "stage-m", "bucket": "b1"}
     sample = lambda name, **extra: REGISTRY.get_sample_value(name, {**labels, **extra})  # noqa: E731
     obs = Observation(buckets=[{"name": "b1", "objects": 12, "bytes": 3400, "quotaBytes": 5000},
                                {"name": "b2", "quotaBytes": 0}], swept={"b1": (4, 40)})
-    _export("uid-m", "ns-m", "stage-m", obs)
+    _export(kept, "ns-m", "stage-m", obs)
     assert (sample("switchyard_s3_bucket_objects"), sample("switchyard_s3_bucket_bytes"),
             sample("switchyard_s3_bucket_quota_bytes")) == (12, 3400, 5000)
     assert sample("switchyard_s3_expired_objects_removed_total") == 4
@@ -134,7 +137,9 @@ def test_bucket_metrics_follow_the_observations_and_stale_series_go():
     _count_error("ns-m", "stage-m", S3Error("list_buckets", "unreachable", "down"))
     assert REGISTRY.get_sample_value("switchyard_s3_errors_total", {"namespace": "ns-m", "staging": "stage-m",
                                                                     "kind": "unreachable", "operation": "list_buckets"}) == 1
-    _export("uid-m", "ns-m", "stage-m", Observation(buckets=[{"name": "b2", "objects": 1, "bytes": 1, "quotaBytes": 0}]))
+    _export(kept, "ns-m", "stage-m", Observation(buckets=[{"name": "b2", "objects": 1, "bytes": 1, "quotaBytes": 0}]))
     assert sample("switchyard_s3_bucket_objects") is None  # b1 left the spec: its series went
+    assert kept.series == {("ns-m", "stage-m", "b2")}
     forget("uid-m", "ns-m", "stage-m")
     assert REGISTRY.get_sample_value("switchyard_s3_bucket_objects", {**labels, "bucket": "b2"}) is None
+    assert memory.drop("uid-m") is None  # the staging area's memory went with it
