@@ -64,3 +64,29 @@ def test_forget_waits_for_a_reconcile_under_way_before_it_drops_the_memory():
     forgetting.join(10)
     assert order == [("reconcile done", True), ("forgot", True)]
     assert memory.drop("uid-busy") is None
+
+
+def test_a_fleets_ramp_is_kept_in_its_memory_and_one_found_under_way_resumes_without_a_burst(monkeypatch):
+    from switchyard.api import WorkerFleetSpec
+    from switchyard.handlers import workerfleet as handler
+
+    spec = WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 40, "cores": 1, "memoryGiB": 1,
+                                           "rampUp": {"maxStartsPerSecond": 10},
+                                           "dask": {"schedulerAddress": "tcp://s:8786"}})
+    clock = [100.0]
+    monkeypatch.setattr(handler.time, "monotonic", lambda: clock[0])
+    planned = {"sw1": 20, "sw2": 20}
+    fresh = memory.FleetMemory("WorkerFleet", "ns", "new")
+    assert sum(handler._ramp(fresh, spec, planned, {}).values()) == 10   # a new ramp: one second's burst
+    # The Deployments lag behind the write: the counts asked for are what the ramp goes on from.
+    assert fresh.asked == handler._ramp(fresh, spec, planned, {}) and sum(fresh.asked.values()) == 10
+    clock[0] += 1
+    assert sum(handler._ramp(fresh, spec, planned, {}).values()) == 20
+    # A ramp this process finds under way (workers there, no memory of it: a new leader) starts none at once.
+    taken = memory.FleetMemory("WorkerFleet", "ns", "taken")
+    assert handler._ramp(taken, spec, planned, {"sw1": 5, "sw2": 5}) == {"sw1": 5, "sw2": 5}
+    clock[0] += 1
+    assert sum(handler._ramp(taken, spec, planned, {"sw1": 5, "sw2": 5}).values()) == 20
+    # Reached: no tokens kept, the plan remembered.
+    done = memory.FleetMemory("WorkerFleet", "ns", "done")
+    assert handler._ramp(done, spec, planned, planned) == planned and (done.ramp, done.asked) == (None, planned)
