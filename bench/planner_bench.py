@@ -344,7 +344,7 @@ def scale(nodes: int, switches: int, fleets: int, seed: int, repeats: int) -> di
     object through the node index's projection (topology.node_info), then the facility's whole desired
     state (desired.facility.desired_facility: snapshot, plan, children, status) from those nodes."""
     from switchyard.desired.facility import desired_facility
-    from switchyard.settings import Settings
+    from switchyard.policy.settings import Settings
     from switchyard.topology import node_info
 
     case = generated_case(nodes, switches, fleets, seed)

@@ -34,7 +34,7 @@ from support import CLUSTER_NAME, ready_condition, wait_for, wait_ready
 from test_chart_install import CHART, helm
 
 from switchyard.apply import RESOURCES, ApiError
-from switchyard.imagepolicy import ENV as ALLOWED_IMAGES_ENV
+from switchyard.policy.imagepolicy import ENV as ALLOWED_IMAGES_ENV
 
 sys.path.insert(0, str(localcluster.REPO / "operator" / "tests" / "unit"))
 import rendered  # noqa: E402

@@ -19,8 +19,8 @@ import localcluster
 from support import TOPOLOGY, wait_ready
 from switchyard.builders.common import FLEET_LABEL, POOL_LABEL
 from switchyard.builders.xcachepool import client_map_name
-from switchyard.clientmap import KEY
-from switchyard.render import render_files
+from switchyard.observe.clientmap import KEY
+from switchyard.cli.render import render_files
 from switchyard.routing import parse_ring
 from switchyard.topology import parse_quantity
 

@@ -38,7 +38,7 @@ from typing import Callable
 
 from .api import reasons
 from .apply import ApiError, Kube
-from .metrics import LEADER, serve
+from .observe.metrics import LEADER, serve
 
 log = logging.getLogger("switchyard.leader")
 

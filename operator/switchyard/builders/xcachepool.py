@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..api.xcachepool import EXPORTER_REQUESTS, XCachePoolSpec
-from .. import clientmap
-from ..exporterspec import CLIENT_MAP_DIR, exporter_args
-from ..exporterspec import DEFAULT_METRICS_PORT as METRICS_PORT
+from ..observe import clientmap
+from ..observe.exporterspec import CLIENT_MAP_DIR, exporter_args
+from ..observe.exporterspec import DEFAULT_METRICS_PORT as METRICS_PORT
 from ..xrootd import config_checksum, directories_to_create, render_config, render_scitokens_config
 from ..xrootd.config import DEFAULT_EXPORTER_PORT as EXPORTER_PORT
 from ..xrootd.config import SCITOKENS_CONFIG_PATH, TLS_DIR

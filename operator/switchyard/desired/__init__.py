@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from .. import conditions as cond
 from ..api import reasons
 from ..builders.common import PolicyPeers
-from ..settings import Settings
+from ..policy.settings import Settings
 from ..topology import format_validation_error
 
 M = TypeVar("M", bound=BaseModel)

@@ -6,17 +6,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .. import conditions as cond
-from .. import hostpaths, planner
+from ..policy import hostpaths
+from .. import planner
 from ..api import AnalysisFacilitySpec, reasons, uplinkscore
 from ..api.plans import FleetPlan, PoolPlan, decode
 from ..api.workerfleet import WorkerFleetSpec
 from ..builders.facility import build_children, fleet_object_name, pool_object_name, refused_fleet_plan
 from ..builders.workerfleet import worker_image
-from ..imagepolicy import refusal
+from ..policy.imagepolicy import refusal
 from ..planner import FleetRequest, Placement, PoolRequest
 from ..planner.explain import shortfall
 from ..planner.fairshare import with_fair_share
-from ..settings import Settings
+from ..policy.settings import Settings
 from ..topology import NodeInfo, snapshot
 from . import Outcome, held, validate
 

@@ -17,10 +17,10 @@ from ..api.plans import FleetPlan, decode
 from ..builders.s3staging import staging_env
 from ..builders.workerfleet import (CHECK_CONTAINER, build_fleet, build_routing_config, engine, pod_selector,
                                     ring_entries, worker_image)
-from ..imagepolicy import refusal
-from ..initreports import init_container, last_runs
+from ..policy.imagepolicy import refusal
+from ..observe.initreports import init_container, last_runs
 from ..routing import check
-from ..settings import Settings
+from ..policy.settings import Settings
 from ..topology import NodeInfo
 from . import Outcome, policy_peers, validate
 

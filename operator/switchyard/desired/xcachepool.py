@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import conditions as cond
-from .. import hostpaths
+from ..policy import hostpaths
 from ..api import XCachePoolSpec, reasons
 from ..api.plans import PoolPlan, decode
 from ..builders.xcachepool import build_pool, endpoint
-from ..cachedisk import HostDisk, UnmountedDisk, full_hosts_message, unmounted_message
-from ..clientmap import UNKNOWN, is_network
-from ..imagepolicy import refusal
-from ..settings import Settings
+from ..observe.cachedisk import HostDisk, UnmountedDisk, full_hosts_message, unmounted_message
+from ..observe.clientmap import UNKNOWN, is_network
+from ..policy.imagepolicy import refusal
+from ..policy.settings import Settings
 from ..topology import NodeInfo
 from . import Outcome, held, validate
 

@@ -7,7 +7,7 @@ Prometheus without the Prometheus Operator loads), which the chart's
 templates/prometheusrule.yaml embeds as a PrometheusRule
 (`metrics.rules.enabled`); and the runbook section of docs/metrics.md.
 
-Every expression uses only metrics in `switchyard.metrics.catalog()` and
+Every expression uses only metrics in `switchyard.observe.metrics.catalog()` and
 Prometheus' `up` (tests/unit/test_alerts.py), and is evaluated against a real
 Prometheus scraping a real operator and cache exporter
 (tests/integration/test_dashboards_prometheus.py).

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
-from ..drift import DriftRules
+from ..observe.drift import DriftRules
 
 _DRIFT = DriftRules()
 

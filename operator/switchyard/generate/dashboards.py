@@ -3,7 +3,7 @@
 `make generate` writes them to dashboards/*.json and to the chart
 (charts/switchyard/dashboards/, shipped as ConfigMaps for the Grafana
 sidecar). Selectors are defined once below; every metric a query names must
-be in `switchyard.metrics.catalog()` (tests/unit/test_dashboards.py), and
+be in `switchyard.observe.metrics.catalog()` (tests/unit/test_dashboards.py), and
 every query is evaluated against a real Prometheus
 (tests/integration/test_dashboards_prometheus.py).
 

@@ -35,8 +35,8 @@ class Exemption:
     why: str
 
 
-SMALL_PURE = ("conditions.py", "hostpaths.py", "imagepolicy.py", "cachedisk.py", "initreports.py", "drift.py",
-              "rampup.py")
+SMALL_PURE = ("conditions.py", "policy/hostpaths.py", "policy/imagepolicy.py", "observe/cachedisk.py",
+              "observe/initreports.py", "observe/drift.py", "rampup.py")
 
 RULES: tuple[Rule, ...] = (
     Rule(("api/",), "the models of the four kinds and of the plan contract; the condition and event reasons "
@@ -46,45 +46,50 @@ RULES: tuple[Rule, ...] = (
     Rule(("planner/",), "the placement model and its solver; `baselines/` the comparisons the benches and "
          "`switchyard plan` make", ("api/", "topology.py"), "HiGHS"),
     Rule(("builders/",), "pure manifest builders, one module per child kind",
-         ("api/", "xrootd/", "exporterspec.py")),
+         ("api/", "xrootd/", "observe/exporterspec.py")),
     Rule(("xrootd/",), "the xrootd config renderer, the monitoring decoder", ("api/",)),
-    Rule(("clientmap.py",), "which switch a client address sits behind: the map the operator renders from the "
-         "Nodes and the cache exporter reads", ()),
-    Rule(("exporterspec.py",), "the exporter's port, arguments and metric families",
-         ("api/", "xrootd/", "clientmap.py")),
+    Rule(("observe/__init__.py", "policy/__init__.py"), "`observe/`, the observing side: the cache exporter and "
+         "its contract, the client map, the operator's metrics, disk and init-container reports, prediction drift; "
+         "`policy/`, the admin's policy: allowed host paths and images, the operator's settings (each module has "
+         "its row)", ()),
+    Rule(("observe/clientmap.py",), "which switch a client address sits behind: the map the operator renders from "
+         "the Nodes and the cache exporter reads", ()),
+    Rule(("observe/exporterspec.py",), "the exporter's port, arguments and metric families",
+         ("api/", "xrootd/", "observe/clientmap.py")),
     Rule(("desired/",), "desired state per kind: `desired_facility`, `desired_pool`, `fleet_intent` + "
          "`desired_fleet`",
-         ("api/", "topology.py", "planner/", "builders/", "xrootd/", "clientmap.py", *SMALL_PURE, "settings.py",
-          "routing/check.py")),
+         ("api/", "topology.py", "planner/", "builders/", "xrootd/", "observe/clientmap.py", *SMALL_PURE,
+          "policy/settings.py", "routing/check.py")),
     Rule(SMALL_PURE, "small pure pieces (condition states, the admin's allowlists, disk reports, what init "
          "containers reported in their pods' status, prediction drift (observed served Gbps per switch and "
          "uplink loads per direction against the plan's, and the sustained `PredictionDrift` verdict), "
-         "start-rate tokens)", ("api/", "xrootd/", "exporterspec.py", "clientmap.py", "cacheprepare.py")),
-    Rule(("settings.py",), "the operator's settings, read once from the environment at startup",
-         ("hostpaths.py", "imagepolicy.py", "drift.py")),
-    Rule(("render.py",), "`switchyard render`: the same `desired` functions on a topology file",
-         ("api/", "topology.py", "builders/", "desired/", "settings.py")),
+         "start-rate tokens)",
+         ("api/", "xrootd/", "observe/exporterspec.py", "observe/clientmap.py", "cacheprepare.py")),
+    Rule(("policy/settings.py",), "the operator's settings, read once from the environment at startup",
+         ("policy/hostpaths.py", "policy/imagepolicy.py", "observe/drift.py")),
+    Rule(("cli/render.py",), "`switchyard render`: the same `desired` functions on a topology file",
+         ("api/", "topology.py", "builders/", "desired/", "policy/settings.py")),
     Rule(("apply.py",), "the only module that writes to the API server, over the connection `kubeconfig.py` finds",
          ("api/", "kubeconfig.py")),
     Rule(("leader.py",), "leader election on a `coordination.k8s.io/v1` Lease (client-go's record and rules): "
          "`switchyard run` waits for the Lease before it starts kopf, renews it, exits when it cannot, releases "
          "it on SIGTERM; labels its own Pod `switchyard.dev/leader=true|false`; the health and readiness "
-         "endpoints in both roles", ("apply.py", "metrics.py", "api/"),
+         "endpoints in both roles", ("apply.py", "observe/metrics.py", "api/"),
          "`apply` for the Lease, Event and Pod-label verbs, `api` for its Event's reason"),
     Rule(("kubeconfig.py",), "where the API server is and how to authenticate (service account, kubeconfig "
          "token, certificate or exec plugin), with urllib3: no kubernetes client library in the operator", ()),
     Rule(("handlers/",), "kopf handlers: read → `desired` → converge → status",
-         ("api/", "topology.py", "builders/", "desired/", *SMALL_PURE, "settings.py", "apply.py", "metrics.py",
-          "s3/"), "kopf"),
-    Rule(("metrics.py",), "the operator's metrics", ("exporterspec.py",), "prometheus_client"),
-    Rule(("exporter.py",), "the cache sidecar's runtime (builders and `metrics.py` never import it)",
-         ("exporterspec.py", "clientmap.py", "xrootd/"), "prometheus_client"),
+         ("api/", "topology.py", "builders/", "desired/", *SMALL_PURE, "policy/settings.py", "apply.py",
+          "observe/metrics.py", "s3/"), "kopf"),
+    Rule(("observe/metrics.py",), "the operator's metrics", ("observe/exporterspec.py",), "prometheus_client"),
+    Rule(("observe/exporter.py",), "the cache sidecar's runtime (builders and `observe/metrics.py` never import it)",
+         ("observe/exporterspec.py", "observe/clientmap.py", "xrootd/"), "prometheus_client"),
     Rule(("s3/",), "the S3 client and the staging decisions (`s3/staging.py`: `assess`)",
          ("api/", "conditions.py"), "boto3"),
     Rule(("generate/",), "what `make generate` writes: CRDs, dashboards, chart values and schema, alert rules "
          "(`alerts.py`: the chart's PrometheusRule, the plain rules file and the runbooks), the metrics, "
          "reasons and API (`apidocs.py`) references, this table (`layout.py`); never imported by the operator",
-         ("api/", "metrics.py", "drift.py")),
+         ("api/", "observe/metrics.py", "observe/drift.py")),
     Rule(("routing/",), "the worker side of routing: a file's cache from the worker's `SWITCHYARD_*` environment "
          "and the ring file its fleet's routing ConfigMap mounts (re-read when the kubelet refreshes it) "
          "(`switchyard route`), the fsspec/uproot hooks and the Dask preload that apply it; runs in worker "
@@ -99,13 +104,13 @@ RULES: tuple[Rule, ...] = (
          "`kubernetes_asyncio`), never kopf or `apply.py`"),
     Rule(("cacheprepare.py",), "the cache pod's `prepare` init container (`switchyard prepare-cache`): the mount "
          "check on `/proc/self/mountinfo` (a data or meta path on the node's root filesystem is refused, "
-         "`DiskNotMounted`) and xrootd's directories; its report's reader for `cachedisk.py`", (),
+         "`DiskNotMounted`) and xrootd's directories; its report's reader for `observe/cachedisk.py`", (),
          "the standard library only"),
-    Rule(("plandraw.py",), "`switchyard plan -o svg|png`: the facility as a picture",
+    Rule(("cli/plandraw.py",), "`switchyard plan -o svg|png`: the facility as a picture",
          ("planner/", "topology.py", "api/uplinkscore.py"),
          "the uplink directions and when one is full, as the plan names them"),
-    Rule(("cli.py", "plancli.py"), "the command line (`run`, `plan`, `render`, `route`, `exporter`, `jitter`, "
-         "`prepare-cache`, `copy-routing`)", (ANY,)),
+    Rule(("cli/__init__.py", "cli/__main__.py", "cli/plancli.py"), "the command line (`run`, `plan`, `render`, "
+         "`route`, `exporter`, `jitter`, `prepare-cache`, `copy-routing`)", (ANY,)),
 )
 
 EXEMPTIONS: tuple[Exemption, ...] = (
@@ -113,9 +118,9 @@ EXEMPTIONS: tuple[Exemption, ...] = (
                "the workers read their ring file and `SWITCHYARD_*` environment with `routing/`, which is copied "
                "alone into worker images and so cannot import their names and line format from the operator's "
                "side; the builder writes what that reader reads (`HASH_RULE`, `RING_FILE_ENV`, `ring_entry`)"),
-    Exemption("builders/xcachepool.py", "clientmap.py",
+    Exemption("builders/xcachepool.py", "observe/clientmap.py",
                "the pool's client-map ConfigMap is rendered in the format the exporter reads (`clientmap.render`, "
-               "`KEY`); `clientmap.py` is standard library only, the exporter's contract as `exporterspec.py` is"),
+               "`KEY`); `observe/clientmap.py` is standard library only, the exporter's contract as `observe/exporterspec.py` is"),
 )
 
 

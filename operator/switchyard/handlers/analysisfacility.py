@@ -5,9 +5,9 @@ from __future__ import annotations
 from ..api.plans import PLAN_FIELD_MANAGER
 from ..builders.facility import fleet_object_name, pool_object_name
 from ..desired.facility import CHILD_KINDS, DRIFT_STATUS, KIND, FacilityOutcome, desired_facility
-from ..drift import with_drift
-from ..metrics import MANAGED_OBJECTS, export_plan, forget_facility
-from ..settings import current
+from ..observe.drift import with_drift
+from ..observe.metrics import MANAGED_OBJECTS, export_plan, forget_facility
+from ..policy.settings import current
 from .client import kube
 from .converge import Refused, converge
 from .drift import check as check_drift

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..apply import Kube
-from ..settings import current
+from ..policy.settings import current
 
 _kube: Kube | None = None
 

@@ -18,7 +18,7 @@ from .. import conditions as cond
 from ..api import reasons
 from ..apply import ApiError, SyncResult, child_key, sync_children
 from ..builders.common import SWITCH_LABEL
-from ..settings import current
+from ..policy.settings import current
 from . import memory
 from .client import kube
 from .loop import wake

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from .. import drift
+from ..observe import drift
 from ..api import reasons
-from ..metrics import export_drift
-from ..settings import current
+from ..observe.metrics import export_drift
+from ..policy.settings import current
 from . import memory
 from .exporters import read_all, ready_cache_pods
 from .memory import FacilityDrift, FacilityMemory

@@ -14,8 +14,8 @@ import kopf
 from .. import conditions as cond
 from ..api import GROUP, VERSION, reasons
 from ..apply import ApiError
-from ..metrics import RECONCILE_SECONDS, RECONCILES
-from ..settings import current
+from ..observe.metrics import RECONCILE_SECONDS, RECONCILES
+from ..policy.settings import current
 from . import memory
 from .client import kube
 from .status import write_status

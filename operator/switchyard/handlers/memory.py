@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .. import drift
+from ..observe import drift
 from ..desired.xcachepool import DiskRead
 from ..rampup import Bucket
 from ..s3 import S3

@@ -20,13 +20,13 @@ from .. import conditions as cond
 from ..api import GROUP, VERSION, S3StagingSpec, reasons
 from ..builders.s3staging import (ACCESS_KEY, CHILD_KINDS, SECRET_KEY, build_staging, consumer_secret_name,
                                   endpoint_url, region, root_secret_name)
-from ..imagepolicy import refusal
-from ..metrics import (MANAGED_OBJECTS, S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_BUCKET_QUOTA_BYTES, S3_ERRORS,
+from ..policy.imagepolicy import refusal
+from ..observe.metrics import (MANAGED_OBJECTS, S3_BUCKET_BYTES, S3_BUCKET_OBJECTS, S3_BUCKET_QUOTA_BYTES, S3_ERRORS,
                        S3_EXPIRED_OBJECTS)
 from ..s3 import S3, Credentials, Endpoint, S3Error
 from ..s3.staging import Observation, Tracker, assess, human_bytes, over_quota_reported, reclaim
 from ..desired import policy_peers, validate
-from ..settings import current
+from ..policy.settings import current
 from . import loop, memory
 from .client import kube
 from .converge import Refused, converge

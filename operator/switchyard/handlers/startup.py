@@ -8,8 +8,8 @@ import logging
 
 import kopf
 
-from .. import metrics
-from ..settings import Settings, current, install
+from ..observe import metrics
+from ..policy.settings import Settings, current, install
 
 PREFIX = "switchyard.dev"
 

@@ -10,8 +10,8 @@ from ..builders.common import FLEET_LABEL
 from ..builders.workerfleet import CHECK_CONTAINER, CHILD_KINDS, worker_image
 from ..desired.workerfleet import (KIND, FleetIntent, FleetWaiting, desired_fleet, fleet_intent, routing_verdict,
                                    staging_name)
-from ..metrics import MANAGED_OBJECTS
-from ..settings import current
+from ..observe.metrics import MANAGED_OBJECTS
+from ..policy.settings import current
 from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods

@@ -8,11 +8,11 @@ from ..api import XCachePoolSpec
 from ..apply import ApiError
 from ..builders.common import POOL_LABEL, SWITCH_LABEL
 from ..builders.xcachepool import CHILD_KINDS
-from ..cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
+from ..observe.cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
 from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, tls_secret_name
-from ..metrics import MANAGED_OBJECTS
-from ..settings import current
+from ..observe.metrics import MANAGED_OBJECTS
+from ..policy.settings import current
 from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods

@@ -179,7 +179,7 @@ def exporter_sidecars(workdir: Path, pool: str, switch_of: dict[str, str]) -> Ca
         assert args[0] == "exporter" and "--udp" in args, args
         udp = free_port(socket.SOCK_DGRAM)
         args[args.index("--udp") + 1] = f"127.0.0.1:{udp}"
-        # `switchyard exporter ARGS` is `python -m switchyard.exporter ARGS` (cli.py hands them over)
+        # `switchyard exporter ARGS` is `python -m switchyard.observe.exporter ARGS` (cli.py hands them over)
         return ExporterMeter(start_exporter(args[1:], workdir, env), udp, name)
 
     return start

@@ -14,7 +14,7 @@ Then every panel query of every dashboard, with its template variables set as
 Grafana would set them, goes through Prometheus' HTTP API: it must parse and
 evaluate, every metric it names must exist, and the throughput panels must
 return data. Every switchyard_* series Prometheus holds must be declared in
-switchyard.metrics.catalog() (the source of docs/metrics.md).
+switchyard.observe.metrics.catalog() (the source of docs/metrics.md).
 
 The same Prometheus loads the chart's alert rules (charts/switchyard/rules/alerts.yaml):
 every rule must evaluate without error, and the ones this healthy set-up can
@@ -44,8 +44,8 @@ from xrootd_fixtures import (Account, cache_pool, free_port, require, start_cach
 
 from switchyard.generate import alerts, dashboards
 from switchyard.apply import Kube
-from switchyard.exporterspec import DEFAULT_METRICS_PORT, exporter_args
-from switchyard.metrics import catalog, series_names
+from switchyard.observe.exporterspec import DEFAULT_METRICS_PORT, exporter_args
+from switchyard.observe.metrics import catalog, series_names
 
 pytestmark = pytest.mark.integration
 
@@ -260,7 +260,7 @@ def test_every_exported_series_is_declared(prometheus):
     exported = {n for n in names if n.startswith("switchyard_") and not n.endswith("_created")}
     assert exported, "nothing from switchyard was scraped"
     undeclared = exported - series_names()
-    assert not undeclared, f"exported but missing from switchyard.metrics.catalog() (and docs/metrics.md): {sorted(undeclared)}"
+    assert not undeclared, f"exported but missing from switchyard.observe.metrics.catalog() (and docs/metrics.md): {sorted(undeclared)}"
     # And the plan metrics the reference documents are really served by the operator.
     plan = {m.name for m in catalog() if m.name.startswith("switchyard_plan_")}
     assert plan <= names, sorted(plan - names)

@@ -18,10 +18,10 @@ import time
 import pytest
 from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
 
-from switchyard.drift import (
+from switchyard.observe.drift import (
     SERVE, DriftRules, SwitchDrift, assess, host_gbps, observations, observed_gbps, parse_readings, record,
 )
-from switchyard.exporterspec import exporter_args
+from switchyard.observe.exporterspec import exporter_args
 from switchyard.handlers.exporters import metrics_text
 
 pytestmark = pytest.mark.integration

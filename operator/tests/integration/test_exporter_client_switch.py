@@ -22,10 +22,10 @@ from netns import veth_namespace, xrdcp_from
 from xrootd_fixtures import cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until, xrdcp
 
 from switchyard import conditions as cond
-from switchyard.drift import (
+from switchyard.observe.drift import (
     REASON, DriftRules, SwitchDrift, assess, observed_uplinks, parse_flows, record_flows, seed, with_drift,
 )
-from switchyard.exporterspec import exporter_args
+from switchyard.observe.exporterspec import exporter_args
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from xrootd_fixtures import (
     cache_pool, free_port, require, start_cache, start_exporter, start_origin, wait_until, xrdcp,
 )
 
-from switchyard.exporterspec import exporter_args
+from switchyard.observe.exporterspec import exporter_args
 
 pytestmark = pytest.mark.integration
 

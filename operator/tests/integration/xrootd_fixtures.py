@@ -362,7 +362,7 @@ def start_exporter(args: list[str], workdir: Path, env: dict[str, str] | None = 
     log = workdir / f"exporter{metrics_port}.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "switchyard.exporter", *args,
+            [sys.executable, "-m", "switchyard.observe.exporter", *args,
              "--metrics-address", address, "--metrics-port", str(metrics_port)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})},
         )

@@ -1,7 +1,7 @@
 """What switchyard generates, rendered offline, for the tests that check every pod it makes.
 
 `workloads()` is every object the operator would apply for the example facilities
-(examples/*.yaml on the mini topology, through `switchyard.render.render_files`, the
+(examples/*.yaml on the mini topology, through `switchyard.cli.render.render_files`, the
 functions the handlers call), for a facility that also has an embedded MinIO and a
 TaskVine fleet, and for one dask-gateway cluster (what its backend creates, from
 switchyard.gateway.manifests). A new kind of pod the builders make shows up here.
@@ -14,7 +14,7 @@ import pathlib
 import yaml
 
 from switchyard.gateway import manifests as gateway
-from switchyard.render import render_files
+from switchyard.cli.render import render_files
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 TOPOLOGY = REPO / "e2e" / "topologies" / "mini.yaml"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from switchyard.generate import alerts, dashboards
-from switchyard.metrics import series_names
+from switchyard.observe.metrics import series_names
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 RULES = REPO / alerts.RULES_FILE
@@ -117,7 +117,7 @@ def test_every_metric_an_alert_uses_is_exported():
     for alert in alerts.alerts():
         names = dashboards.metric_names(alert.expr)
         assert names, alert.name
-        assert names <= known, f"{alert.name} uses {sorted(names - known)}, not in switchyard.metrics.catalog()"
+        assert names <= known, f"{alert.name} uses {sorted(names - known)}, not in switchyard.observe.metrics.catalog()"
 
 
 def test_every_alert_says_how_bad_where_and_what_to_do():

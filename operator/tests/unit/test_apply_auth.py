@@ -106,6 +106,6 @@ def test_the_operator_does_not_import_the_kubernetes_library():
     # switchyard module importing it fails here, with the library blocked.
     import subprocess
     code = ("import sys; sys.modules['kubernetes'] = sys.modules['kubernetes_asyncio'] = None\n"
-            "import switchyard.cli, switchyard.handlers, switchyard.apply, switchyard.exporter; print('ok')")
+            "import switchyard.cli, switchyard.handlers, switchyard.apply, switchyard.observe.exporter; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]

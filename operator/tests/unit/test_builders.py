@@ -8,7 +8,7 @@ from switchyard.builders.common import MAX_NAME, child_name
 from switchyard.builders.facility import build_children
 from switchyard.builders.workerfleet import build_fleet, worker_command
 from switchyard.builders.xcachepool import build_pool
-from switchyard.cachedisk import PREPARE_CONTAINER
+from switchyard.observe.cachedisk import PREPARE_CONTAINER
 from switchyard.desired.facility import inline_plans
 from switchyard.planner import FleetRequest, PoolRequest, plan
 from switchyard.topology import TopologyFile, snapshot

@@ -8,9 +8,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from switchyard.api import XCachePoolStatus
 from switchyard.cacheprepare import report
-from switchyard.cachedisk import (HostDisk, UnmountedDisk, disk_status, full_hosts_message, parse_host_disk,
+from switchyard.observe.cachedisk import (HostDisk, UnmountedDisk, disk_status, full_hosts_message, parse_host_disk,
                                   unmounted_disks, unmounted_message)
-from switchyard.exporter import ExporterSettings, XCacheCollector
+from switchyard.observe.exporter import ExporterSettings, XCacheCollector
 
 
 def exporter_text(tmp_path, high: float) -> str:

@@ -156,8 +156,8 @@ def test_values_reach_the_pod():
 
 
 def test_prediction_drift_values_become_the_operators_settings():
-    from switchyard.drift import DriftRules
-    from switchyard.settings import Settings
+    from switchyard.observe.drift import DriftRules
+    from switchyard.policy.settings import Settings
 
     def settings(*sets, extra=()):
         container = one(render(*sets, extra=extra), "Deployment")["spec"]["template"]["spec"]["containers"][0]
@@ -182,7 +182,7 @@ def test_image_allowlist_reaches_the_operator_only_when_set():
     assert "SWITCHYARD_ALLOWED_IMAGES" not in env_of()  # empty list: every image allowed
     env = env_of("images.allowed={ghcr.io/switchyard/,opensciencegrid/xcache:}")
     assert env["SWITCHYARD_ALLOWED_IMAGES"] == "ghcr.io/switchyard/,opensciencegrid/xcache:"
-    from switchyard.imagepolicy import ImagePolicy
+    from switchyard.policy.imagepolicy import ImagePolicy
     assert ImagePolicy.parse(env["SWITCHYARD_ALLOWED_IMAGES"]).entries == ("ghcr.io/switchyard/", "opensciencegrid/xcache:")
     refused = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION, "--set", "images.allowed={a b}", check=False)
     assert refused.returncode != 0 and "schema" in refused.stderr

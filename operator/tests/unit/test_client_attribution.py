@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from switchyard.clientmap import UNKNOWN, ClientMap, InvalidClientMap, client_address, render
-from switchyard.exporter import ClientMapFile, ExporterSettings, XCacheCollector
+from switchyard.observe.clientmap import UNKNOWN, ClientMap, InvalidClientMap, client_address, render
+from switchyard.observe.exporter import ClientMapFile, ExporterSettings, XCacheCollector
 from switchyard.xrootd.monitoring import (
     CacheTotals, FileOpened, FileRead, FileStream, MalformedPacket, UserGone, UserLogin, decode,
 )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from switchyard.api import XCachePoolSpec
 from switchyard.builders.xcachepool import CHECKSUM_ANNOTATION, build_pool, client_map_name
-from switchyard.clientmap import KEY, ClientMap
+from switchyard.observe.clientmap import KEY, ClientMap
 from switchyard.desired.xcachepool import client_networks
-from switchyard.exporterspec import CLIENT_MAP_DIR
+from switchyard.observe.exporterspec import CLIENT_MAP_DIR
 from switchyard.topology import node_info
 
 LABEL = "switchyard.dev/switch"

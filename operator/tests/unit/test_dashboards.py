@@ -2,7 +2,7 @@
 
 Queries are evaluated against a real Prometheus in
 tests/integration/test_dashboards_prometheus.py; here, without one, every
-metric name a query selects must be declared in switchyard.metrics (or served
+metric name a query selects must be declared in switchyard.observe.metrics (or served
 by the cache exporter): a panel on a metric nobody exports fails this test.
 """
 
@@ -15,7 +15,7 @@ import re
 import pytest
 
 from switchyard.generate import dashboards
-from switchyard.metrics import catalog, series_names
+from switchyard.observe.metrics import catalog, series_names
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BOARDS = {spec.file: json.loads((REPO / "dashboards" / spec.file).read_text()) for spec in dashboards.DASHBOARDS}

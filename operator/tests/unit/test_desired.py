@@ -9,14 +9,14 @@ import pathlib
 import pytest
 import yaml
 
-from switchyard.cachedisk import HostDisk, UnmountedDisk
+from switchyard.observe.cachedisk import HostDisk, UnmountedDisk
 from switchyard.desired import Outcome
 from switchyard.desired.facility import desired_facility
 from switchyard.desired.workerfleet import FleetIntent, desired_fleet, fleet_intent
 from switchyard.desired.xcachepool import DiskRead, desired_pool
-from switchyard.hostpaths import HostPathPolicy
-from switchyard.imagepolicy import ImagePolicy
-from switchyard.settings import Settings
+from switchyard.policy.hostpaths import HostPathPolicy
+from switchyard.policy.imagepolicy import ImagePolicy
+from switchyard.policy.settings import Settings
 from switchyard.topology import load_topology
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

@@ -1,4 +1,4 @@
-"""Prediction drift (switchyard.drift): observed Gbps from exporter counters, and the sustained verdict."""
+"""Prediction drift (switchyard.observe.drift): observed Gbps from exporter counters, and the sustained verdict."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from switchyard import conditions as cond
-from switchyard.drift import (
+from switchyard.observe.drift import (
     REASON, SERVE, DriftRules, HostReading, SwitchDrift, assess, drift_status, host_gbps, observations,
     observed_gbps, parse_readings, predictions, record, seed, with_drift,
 )
-from switchyard.exporter import ExporterSettings, XCacheCollector
-from switchyard.settings import Settings
+from switchyard.observe.exporter import ExporterSettings, XCacheCollector
+from switchyard.policy.settings import Settings
 from switchyard.xrootd.monitoring import decode
 
 SUMMARY = (Path(__file__).parent / "golden" / "xrootd-5.5.3-summary.xml").read_bytes()

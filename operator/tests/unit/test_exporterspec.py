@@ -1,7 +1,7 @@
 """The exporter serves exactly the families exporterspec declares (the metrics reference and dashboards read the declaration)."""
 
-from switchyard.exporter import ExporterSettings, XCacheCollector
-from switchyard.exporterspec import FAMILIES, LABELS, PREFIX
+from switchyard.observe.exporter import ExporterSettings, XCacheCollector
+from switchyard.observe.exporterspec import FAMILIES, LABELS, PREFIX
 from switchyard.xrootd.monitoring import Summary
 
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from switchyard import hostpaths
+from switchyard.policy import hostpaths
 from switchyard.api import KINDS, AnalysisFacilitySpec, WorkerFleetSpec, XCachePoolSpec
 from switchyard.api.base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN
 from switchyard.api.plans import FleetPlan, PoolPlan, decode
@@ -28,10 +28,10 @@ from switchyard.api.units import MIN_GBPS
 from switchyard.conditions import printable
 from switchyard.desired.facility import desired_facility, facility_states
 from switchyard.desired import awaiting
-from switchyard.settings import Settings
+from switchyard.policy.settings import Settings
 from switchyard.desired.facility import plan_with_attached as _plan
 from switchyard.planner import FleetRequest, PoolRequest, Unsatisfiable, solver
-from switchyard.render import render
+from switchyard.cli.render import render
 from switchyard.topology import NodeInfo, snapshot
 from switchyard.topology import load_topology
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from switchyard import imagepolicy
+from switchyard.policy import imagepolicy
 from switchyard.api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE
 from switchyard.api.xcachepool import DEFAULT_XCACHE_IMAGE
-from switchyard.imagepolicy import ImagePolicy, refusal, spellings
+from switchyard.policy.imagepolicy import ImagePolicy, refusal, spellings
 
 SITE = ImagePolicy.parse("ghcr.io/switchyard/, opensciencegrid/xcache:,,docker.io/library/python:3.12*")
 
@@ -70,7 +70,7 @@ def test_refusal_is_ready_false_with_reason_and_image():
 
 
 def test_the_settings_read_the_environment():
-    from switchyard.settings import Settings
+    from switchyard.policy.settings import Settings
     settings = Settings.from_environment({imagepolicy.ENV: "ghcr.io/dask/", "SWITCHYARD_ALLOWED_HOST_PATHS": "/nvme/"})
     assert settings.images.disallowed_images([DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE]) == [DEFAULT_TASKVINE_IMAGE]
     assert settings.host_paths.prefixes == ("/nvme/",)

@@ -23,9 +23,10 @@ import pytest
 from switchyard.generate.layout import ANY, EXEMPTIONS, RULES, Rule
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
-PURE = ["api", "topology.py", "planner", "builders", "xrootd", "desired", "conditions.py", "hostpaths.py",
-        "imagepolicy.py", "settings.py", "exporterspec.py", "cachedisk.py", "initreports.py", "drift.py", "rampup.py",
-        "render.py", "gateway/manifests.py", "gateway/options.py"]
+PURE = ["api", "topology.py", "planner", "builders", "xrootd", "desired", "conditions.py", "rampup.py",
+        "policy/hostpaths.py", "policy/imagepolicy.py", "policy/settings.py", "observe/exporterspec.py",
+        "observe/cachedisk.py", "observe/initreports.py", "observe/drift.py", "cli/render.py", "gateway/manifests.py",
+        "gateway/options.py"]
 FORBIDDEN_IN_PURE = ("kopf", "kubernetes", "switchyard.apply", "switchyard.handlers", "urllib3")
 
 
@@ -100,9 +101,10 @@ def test_the_rule_checkers_see_what_they_look_for():
     assert "switchyard.apply.Kube" in imported(PACKAGE / "handlers" / "client.py")
 
 
-@pytest.mark.parametrize("path", modules("builders", "metrics.py"), ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", modules("builders", "observe/metrics.py"), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_builders_and_metrics_do_not_import_the_exporter_runtime(path):
-    assert not any(n == "switchyard.exporter" or n.startswith("switchyard.exporter.") for n in imported(path))
+    exporter = "switchyard.observe.exporter"
+    assert not any(n == exporter or n.startswith(exporter + ".") for n in imported(path))
 
 
 def test_only_the_gateway_backend_uses_the_async_client():
@@ -178,9 +180,9 @@ def test_every_exemption_is_still_needed():
 
 def test_the_table_check_finds_a_planted_break():
     assert "planner/__init__.py" in imported_modules(PACKAGE / "desired" / "facility.py")
-    assert "conditions.py" in imported_modules(PACKAGE / "hostpaths.py")  # from . import conditions as cond
+    assert "conditions.py" in imported_modules(PACKAGE / "policy/hostpaths.py")  # from .. import conditions as cond
     planted = [("builders/facility.py", "planner/__init__.py"), ("api/base.py", "topology.py"),
                ("gateway/manifests.py", "builders/workerfleet.py"), ("routing/rule.py", "planner/solver.py")]
     kept = [("desired/facility.py", "planner/__init__.py"), ("gateway/manifests.py", "builders/common.py"),
-            ("routing/rule.py", "planner/hashing.py"), ("cli.py", "handlers/__init__.py")]
+            ("routing/rule.py", "planner/hashing.py"), ("cli/__init__.py", "handlers/__init__.py")]
     assert table_breaks(planted + kept) == planted

@@ -19,8 +19,8 @@ from switchyard.api.plans import FleetPlan
 from switchyard.builders import s3staging, workerfleet
 from switchyard.gateway import manifests as gateway
 from switchyard.builders.common import NAMESPACE_NAME_LABEL
-from switchyard.render import render_files
-from switchyard.settings import Settings
+from switchyard.cli.render import render_files
+from switchyard.policy.settings import Settings
 from test_chart import render
 
 NAMESPACE = "analysis"  # rendered.WIDE's

@@ -1,4 +1,4 @@
-"""Observed uplinks (switchyard.drift): exporters' bytes by reader switch and origin fetches -> Gbps per uplink."""
+"""Observed uplinks (switchyard.observe.drift): exporters' bytes by reader switch and origin fetches -> Gbps per uplink."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from switchyard.clientmap import ClientMap
-from switchyard.drift import (
+from switchyard.observe.clientmap import ClientMap
+from switchyard.observe.drift import (
     DriftRules, HostFlows, observed_uplinks, parse_flows, record_flows,
 )
-from switchyard.exporter import ExporterSettings, XCacheCollector
+from switchyard.observe.exporter import ExporterSettings, XCacheCollector
 
 SUMMARY = (Path(__file__).parent / "golden" / "xrootd-5.5.3-summary.xml").read_bytes()
 RULES = DriftRules(window_seconds=60, stale_seconds=60)

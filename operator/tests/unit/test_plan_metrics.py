@@ -6,7 +6,7 @@ import dataclasses
 
 from prometheus_client import REGISTRY
 
-from switchyard.metrics import export_plan, forget_facility
+from switchyard.observe.metrics import export_plan, forget_facility
 from switchyard.planner import plan
 
 from test_planner_cases import fleet, nodes, pool, switch, topology

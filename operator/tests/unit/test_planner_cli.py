@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import yaml
 
-from switchyard import plancli
+from switchyard.cli import plancli
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 

@@ -72,10 +72,10 @@ def test_embedded_minio_is_placed_by_the_node_selector_and_keys_come_from_its_se
     spec = embedded()
     objs = build_staging("stage", "ns", spec, (ACCESS, SECRET), ("root-user", "root-password"))
     assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
-        ("Secret", root_secret_name("stage")), ("StatefulSet", "minio-stage"), ("Service", "minio-stage"),
-        ("Service", "minio-stage-hl"), ("Secret", consumer_secret_name("stage"))]
+        ("Secret", root_secret_name("stage")), ("Service", "minio-stage-hl"), ("Service", "minio-stage"),
+        ("StatefulSet", "minio-stage"), ("Secret", consumer_secret_name("stage"))]
     assert decoded(objs[0]) == {"accessKey": "root-user", "secretKey": "root-password"}
-    sts = objs[1]
+    sts = objs[3]
     pod = sts["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"switchyard.dev/switch": "rack-a"}
     assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == \
@@ -92,7 +92,7 @@ def test_embedded_minio_is_placed_by_the_node_selector_and_keys_come_from_its_se
     assert claim["resources"]["requests"]["storage"] == "50Gi" and "storageClassName" not in claim
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
     assert sts["spec"]["selector"]["matchLabels"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
-    assert objs[3]["spec"]["clusterIP"] == "None" and objs[3]["spec"]["publishNotReadyAddresses"] is True
+    assert objs[1]["spec"]["clusterIP"] == "None" and objs[1]["spec"]["publishNotReadyAddresses"] is True
     assert endpoint_url("stage", "ns", spec) == "http://minio-stage.ns.svc:9000"
 
 
@@ -100,11 +100,23 @@ def test_distributed_minio_names_its_peers_with_minio_expansion():
     spec = embedded(servers=4, storageClass="local-nvme")
     assert minio_args("stage", "ns", spec.embedded)[:2] == \
         ["server", "http://minio-stage-{0...3}.minio-stage-hl.ns.svc:9000/data"]
-    sts = build_minio("stage", "ns", spec)[0]
+    sts = build_minio("stage", "ns", spec)[-1]
     assert sts["spec"]["replicas"] == 4 and sts["spec"]["podManagementPolicy"] == "Parallel"
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"] == "local-nvme"
     retain = S3StagingSpec.model_validate({**spec.to_wire(), "reclaimPolicy": "Retain"})
-    assert build_minio("stage", "ns", retain)[0]["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+    assert build_minio("stage", "ns", retain)[-1]["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+
+
+@pytest.mark.parametrize("servers", [1, 4])
+def test_the_statefulsets_governing_service_is_applied_before_it(servers):
+    """sync_children applies the children in this order, and a StatefulSet's serviceName "must exist
+    before the StatefulSet" (the StatefulSetSpec API reference): its pods' DNS names come from it."""
+    objs = build_staging("stage", "ns", embedded(servers=servers), (ACCESS, SECRET), ("root-user", "root-password"))
+    position = {(o["kind"], o["metadata"]["name"]): i for i, o in enumerate(objs)}
+    sts = next(o for o in objs if o["kind"] == "StatefulSet")
+    governing = position[("Service", sts["spec"]["serviceName"])]
+    assert objs[governing]["spec"]["clusterIP"] == "None"
+    assert governing < position[("StatefulSet", sts["metadata"]["name"])]
 
 
 def test_embedded_without_root_keys_is_refused():

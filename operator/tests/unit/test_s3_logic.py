@@ -107,7 +107,7 @@ def test_the_buckets_announced_over_quota_are_read_back_from_the_status():
 
 def test_deletion_backoff_grows_to_a_cap_and_the_hint_releases_by_retain():
     from switchyard.handlers.s3staging import release_hint, retry_delay
-    from switchyard.settings import current
+    from switchyard.policy.settings import current
 
     delays = [retry_delay(n) for n in range(40)]
     base, cap = current().s3_delete_retry_seconds, current().s3_delete_retry_max_seconds

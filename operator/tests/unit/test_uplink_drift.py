@@ -1,11 +1,11 @@
-"""Uplink drift (switchyard.drift): each direction of each uplink judged like a switch's serve, same rules."""
+"""Uplink drift (switchyard.observe.drift): each direction of each uplink judged like a switch's serve, same rules."""
 
 from __future__ import annotations
 
 import pytest
 
 from switchyard import conditions as cond
-from switchyard.drift import REASON, SERVE, DriftRules, SwitchDrift, assess, seed, with_drift
+from switchyard.observe.drift import REASON, SERVE, DriftRules, SwitchDrift, assess, seed, with_drift
 
 RULES = DriftRules()
 # Two switches serving as planned, so the facility is busy; rack-b's uplink is predicted 7.5 Gbps inbound.

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from switchyard.api.xcachepool import XCachePoolBody
-from switchyard.exporter import parse_args
-from switchyard.exporterspec import exporter_args
+from switchyard.observe.exporter import parse_args
+from switchyard.observe.exporterspec import exporter_args
 from switchyard.xrootd import config_checksum, render_config, render_scitokens_config
 from switchyard.xrootd.config import directories_to_create
 

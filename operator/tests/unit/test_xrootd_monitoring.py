@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.exposition import generate_latest
 
-from switchyard.exporter import ExporterSettings, XCacheCollector
+from switchyard.observe.exporter import ExporterSettings, XCacheCollector
 from switchyard.xrootd.monitoring import CacheTotals, FileClose, Ignored, MalformedPacket, Summary, decode
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .api.xcachepool import XCachePoolBody
+from ..api.xcachepool import XCachePoolBody
 from .clientmap import KEY as CLIENT_MAP_KEY
-from .xrootd.config import DEFAULT_EXPORTER_PORT, meta_space_path
+from ..xrootd.config import DEFAULT_EXPORTER_PORT, meta_space_path
 
 DEFAULT_METRICS_PORT = 9933  # the sidecar's /metrics
 CLIENT_MAP_DIR = "/etc/switchyard/clients"  # where the client map ConfigMap is mounted in the sidecar

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from . import conditions as cond
-from .api import reasons
-from .api.analysisfacility import DriftStatus
-from .api.uplinkscore import DIRECTIONS, IN, OUT
+from .. import conditions as cond
+from ..api import reasons
+from ..api.analysisfacility import DriftStatus
+from ..api.uplinkscore import DIRECTIONS, IN, OUT
 from .clientmap import UNKNOWN
 from .exporterspec import PREFIX
 

@@ -25,13 +25,13 @@ import sys
 
 import yaml
 
-from .api import AnalysisFacilitySpec
-from .api.uplinkscore import IN, OUT
-from .planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
-from .planner.explain import full_uplinks, idle_cache_nodes, link_words, shortfall
-from .planner.fairshare import PAYLOAD, with_fair_share
-from .topology import InputError, Topology, TopologyError, load_topology, node_info, read_yaml, snapshot
-from .topology import load_facility as load_facility_file
+from ..api import AnalysisFacilitySpec
+from ..api.uplinkscore import IN, OUT
+from ..planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
+from ..planner.explain import full_uplinks, idle_cache_nodes, link_words, shortfall
+from ..planner.fairshare import PAYLOAD, with_fair_share
+from ..topology import InputError, Topology, TopologyError, load_topology, node_info, read_yaml, snapshot
+from ..topology import load_facility as load_facility_file
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -165,7 +165,7 @@ def load_topology_file(path: str, spec: AnalysisFacilitySpec) -> tuple[Topology,
 def load_cluster(spec: AnalysisFacilitySpec, kubeconfig: str | None) -> tuple[Topology, list[str]]:
     """The current cluster's nodes, as the operator's node index would see them, and a warning for the nodes
     whose NIC speed is the facility's default."""
-    from .apply import Kube
+    from ..apply import Kube
 
     try:
         items = Kube.from_environment(kubeconfig).list("Node")

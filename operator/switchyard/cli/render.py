@@ -8,14 +8,14 @@ placeholders: they are read from (or generated into) Secrets on a cluster.
 
 from __future__ import annotations
 
-from .api import S3StagingSpec
-from .builders.s3staging import build_staging
-from .desired import Outcome, policy_peers
-from .desired.facility import desired_facility
-from .desired.workerfleet import desired_fleet, fleet_intent
-from .desired.xcachepool import desired_pool
-from .settings import Settings
-from .topology import load_facility, load_topology, read_yaml
+from ..api import S3StagingSpec
+from ..builders.s3staging import build_staging
+from ..desired import Outcome, policy_peers
+from ..desired.facility import desired_facility
+from ..desired.workerfleet import desired_fleet, fleet_intent
+from ..desired.xcachepool import desired_pool
+from ..policy.settings import Settings
+from ..topology import load_facility, load_topology, read_yaml
 
 PLACEHOLDER_KEYS = ("<accessKey from the Secret>", "<secretKey from the Secret>")
 

@@ -22,8 +22,8 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from . import conditions as cond
-from .api import reasons
+from .. import conditions as cond
+from ..api import reasons
 
 ENV = "SWITCHYARD_ALLOWED_HOST_PATHS"
 DEFAULT_PREFIXES = ("/mnt/", "/data/", "/srv/")

@@ -1,7 +1,7 @@
 """Every metric switchyard exports, declared once (prefix `switchyard_`).
 
 The operator's metrics are declared here at module level; the cache exporter's
-(`switchyard_xcache_*`) are built at scrape time in `switchyard.exporter`.
+(`switchyard_xcache_*`) are built at scrape time in `switchyard.observe.exporter`.
 `catalog()` lists both, and is what the generated reference (docs/metrics.md)
 and the dashboard checks read, so a metric is documented and known to the
 dashboards exactly when it is declared.

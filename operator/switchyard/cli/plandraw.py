@@ -14,11 +14,11 @@ import io
 import textwrap
 from typing import Sequence
 
-from .api import uplinkscore
-from .api.uplinkscore import IN, OUT
-from .planner import Plan
-from .planner.explain import link_words
-from .topology import Topology
+from ..api import uplinkscore
+from ..api.uplinkscore import IN, OUT
+from ..planner import Plan
+from ..planner.explain import link_words
+from ..topology import Topology
 
 MOST_SWITCHES = 40  # beyond this a row of boxes is unreadable; the rest are counted, not drawn
 

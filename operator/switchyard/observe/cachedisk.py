@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .cacheprepare import parse_report
+from ..cacheprepare import parse_report
 from .exporterspec import PREFIX
 from .initreports import last_runs
 

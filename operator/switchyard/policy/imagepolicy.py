@@ -24,8 +24,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from . import conditions as cond
-from .api import reasons
+from .. import conditions as cond
+from ..api import reasons
 
 ENV = "SWITCHYARD_ALLOWED_IMAGES"
 REASON = reasons.IMAGE_NOT_ALLOWED

@@ -10,7 +10,7 @@ import sys
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .leader import Timing
+    from ..leader import Timing
 
     try:  # before anything starts: one line naming the flags, no traceback
         timing = Timing(lease_seconds=args.lease_seconds, renew_deadline=args.renew_deadline, retry=args.lease_retry)
@@ -24,7 +24,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ.setdefault("SWITCHYARD_METRICS_PORT", str(args.metrics_port))
     import kopf
 
-    from . import handlers  # noqa: F401  (registers the handlers)
+    from .. import handlers  # noqa: F401  (registers the handlers)
 
     kopf.configure(verbose=args.verbose)
     namespaces = args.namespace or []
@@ -45,8 +45,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.lease_namespace:  # outside the chart, by default: one process, no election
         operate(f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None)
         return 0
-    from .apply import Kube
-    from .leader import Elector, run_elected
+    from ..apply import Kube
+    from ..leader import Elector, run_elected
 
     # The chart's downward API names this process's Pod, which is labelled switchyard.dev/leader.
     pod = (os.environ["POD_NAMESPACE"], os.environ["POD_NAME"]) \
@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _render(args: argparse.Namespace) -> int:
     from .render import render_files
-    from .settings import Settings
+    from ..policy.settings import Settings
 
     try:
         docs = render_files(args.filename, args.topology, Settings.from_environment())
@@ -76,7 +76,7 @@ def _render(args: argparse.Namespace) -> int:
 def _jitter(args: argparse.Namespace) -> int:
     import time
 
-    from .rampup import jitter_seconds
+    from ..rampup import jitter_seconds
 
     delay = jitter_seconds(args.name, args.max_seconds)
     print(f"jitter: {args.name} waits {delay:.2f}s before starting", flush=True)
@@ -144,19 +144,19 @@ def main(argv: list[str] | None = None) -> int:
     program = argv is None      # the process's own command line: it ends when this returns
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["route"]:  # before the parser: workers call it per file, without the planner's imports
-        from .routing import cli
+        from ..routing import cli
 
         return cli.main(argv[1:])
     if argv[:1] == ["exporter"]:
-        from . import exporter
+        from ..observe import exporter
 
         return exporter.main(argv[1:])
     if argv[:1] == ["prepare-cache"]:  # in cache pods, before anything else runs: the standard library only
-        from . import cacheprepare
+        from .. import cacheprepare
 
         return cacheprepare.main(argv[1:])
     if argv[:1] == ["copy-routing"]:  # in worker pods, before the worker: the standard library only
-        from .routing import bundle
+        from ..routing import bundle
 
         return bundle.main(argv[1:])
     if argv[:1] in (["plan"], ["render"]):

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .drift import DriftRules
+from ..observe.drift import DriftRules
 from .hostpaths import HostPathPolicy
 from .imagepolicy import ImagePolicy
 

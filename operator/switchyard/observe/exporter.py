@@ -27,11 +27,11 @@ from prometheus_client.registry import Collector
 
 from .clientmap import UNKNOWN, ClientMap, InvalidClientMap
 from .exporterspec import DEFAULT_METRICS_PORT, FAMILIES, LABELS, PREFIX
-from .xrootd.config import DEFAULT_EXPORTER_PORT
-from .xrootd.monitoring import CacheTotals, FileStream, MalformedPacket, Summary, UserLogin, decode
+from ..xrootd.config import DEFAULT_EXPORTER_PORT
+from ..xrootd.monitoring import CacheTotals, FileStream, MalformedPacket, Summary, UserLogin, decode
 
 
-log = logging.getLogger("switchyard.exporter")
+log = logging.getLogger("switchyard.observe.exporter")
 MAP_CHECK_SECONDS = 5.0  # how often the client map file is looked at (kubelet swaps a ConfigMap in within ~1 min)
 
 

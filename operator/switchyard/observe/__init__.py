@@ -1,0 +1,1 @@
+"""The observing side: what the exporters and the operator measure, and what is judged from it."""

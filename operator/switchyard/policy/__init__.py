@@ -1,0 +1,1 @@
+"""The admin's policy: allowed host paths and images, and the operator's settings."""
