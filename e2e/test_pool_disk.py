@@ -103,14 +103,16 @@ def test_pool_reports_disk_usage_and_degrades_past_the_high_water_mark(cluster, 
         assert full_host in conditions["Degraded"]["message"]
         assert conditions["Ready"]["status"] == "True", "a purging cache still serves"
         assert [h["host"] for h in pool["status"]["disk"]["hosts"] if h["pastHighWatermark"]] == [full_host]
-        events = cluster.kube.list("Event", namespace)
-        assert any(e.get("reason") == "SpacePastHighWatermark" and e.get("type") == "Warning"
-                   and full_host in e.get("message", "") for e in events)
+        # kopf posts events from a queue of its own, after the reconcile that wrote the status: wait for it.
+        wait_for(lambda: any(e.get("reason") == "SpacePastHighWatermark" and e.get("type") == "Warning"
+                             and full_host in e.get("message", "") for e in cluster.kube.list("Event", namespace)),
+                 30, what="a SpacePastHighWatermark Warning event naming the full host")
 
         # XRootD purges; the condition clears.
         (tmpfs / "xrootd_data_file").unlink()
         wait_for(lambda: degraded() is None, 60, what="Degraded to clear after the purge")
-        assert any(e.get("reason") == "Recovered" for e in cluster.kube.list("Event", namespace))
+        wait_for(lambda: any(e.get("reason") == "Recovered" for e in cluster.kube.list("Event", namespace)),
+                 30, what="a Recovered event")
 
         # An exporter that stops answering is named, not mistaken for a healthy host.
         exporters[0].terminate()
