@@ -239,6 +239,7 @@ def test_embedded_minio_is_built_on_the_selected_nodes(cluster, operator, namesp
     assert sts["spec"]["replicas"] == 2
     assert pod["nodeSelector"] == {"switchyard.dev/switch": "rack-a"}
     assert pod["containers"][0]["args"][1] == f"http://minio-stage-{{0...1}}.minio-stage-hl.{namespace}.svc:9000/data"
+    # Applied before the StatefulSet (its serviceName must exist first), so they are there once it is.
     assert {s["metadata"]["name"] for s in cluster.kube.list("Service", namespace)} >= {"minio-stage", "minio-stage-hl"}
     root = wait_for(lambda: cluster.kube.get("Secret", namespace, "minio-stage-root"), 30, what="the root Secret")
     consumer = wait_for(lambda: cluster.kube.get("Secret", namespace, "stage-s3-credentials"), 30, what="the consumer Secret")

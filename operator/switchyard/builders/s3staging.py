@@ -93,7 +93,8 @@ def minio_args(staging: str, namespace: str, embedded: Embedded) -> list[str]:
 
 
 def build_minio(staging: str, namespace: str, spec: S3StagingBody) -> list[dict]:
-    """StatefulSet, client Service and headless Service of an embedded MinIO."""
+    """Headless Service, client Service and StatefulSet of an embedded MinIO, in the order they are applied:
+    the StatefulSet's serviceName "must exist before the StatefulSet" (the StatefulSetSpec API reference)."""
     embedded = spec.embedded
     assert embedded is not None
     name, headless = minio_name(staging), minio_headless_name(staging)
@@ -159,7 +160,7 @@ def build_minio(staging: str, namespace: str, spec: S3StagingBody) -> list[dict]
         "metadata": {"name": headless, "labels": pod_labels},
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": selector, "ports": ports},
     }
-    return [statefulset, service, headless_service]
+    return [headless_service, service, statefulset]
 
 
 def minio_policy(staging: str, peers: PolicyPeers) -> dict:
