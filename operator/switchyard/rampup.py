@@ -34,12 +34,24 @@ class Bucket:
     at: float  # when they were last counted (monotonic seconds)
 
 
+def burst(rate_per_second: float) -> float:
+    """A new ramp's tokens: one second's worth, at least one."""
+    return max(1.0, rate_per_second)
+
+
+def most_starts(rate_per_second: float, seconds: float, from_ramp_start: bool = False) -> float:
+    """The most starts one ramp allows within any `seconds`: the most its bucket holds when they begin
+    (the burst plus CATCH_UP_SECONDS' worth; the burst alone when they begin with the ramp) plus what
+    accrues in them. What the rate promises, for a test to hold the starts to."""
+    held = burst(rate_per_second) + (0.0 if from_ramp_start else rate_per_second * CATCH_UP_SECONDS)
+    return held + rate_per_second * max(0.0, seconds)
+
+
 def refill(bucket: Bucket | None, rate_per_second: float, now: float) -> Bucket:
     """The bucket at `now`; a new ramp starts with one second's worth (the burst)."""
-    burst = max(1.0, rate_per_second)
     if bucket is None:
-        return Bucket(burst, now)
-    cap = burst + rate_per_second * CATCH_UP_SECONDS
+        return Bucket(burst(rate_per_second), now)
+    cap = most_starts(rate_per_second, 0.0)
     return Bucket(min(cap, bucket.tokens + rate_per_second * max(0.0, now - bucket.at)), now)
 
 

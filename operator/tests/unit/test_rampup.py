@@ -4,7 +4,7 @@ import sys
 
 from hypothesis import example, given, strategies as st
 
-from switchyard.rampup import CATCH_UP_SECONDS, Bucket, jitter_seconds, refill, resume, spend, step
+from switchyard.rampup import CATCH_UP_SECONDS, Bucket, jitter_seconds, most_starts, refill, resume, spend, step
 
 
 def test_jitter_is_fixed_by_name_and_bounded():
@@ -49,7 +49,7 @@ def test_starts_over_any_span_never_exceed_burst_plus_rate_times_span(steps, rat
         grant = min(wanted, int(bucket.tokens))
         bucket = spend(bucket, grant)
         started += grant
-        assert started <= rate * now + max(1.0, rate) + 1e-6
+        assert started <= most_starts(rate, now, from_ramp_start=True) + 1e-6
 
 
 @given(steps=st.lists(st.tuples(st.floats(0, 2), st.integers(0, 100)), min_size=1, max_size=60),
@@ -68,7 +68,30 @@ def test_a_ramp_taken_over_by_a_new_leader_keeps_to_one_burst_plus_the_rate(step
         grant = min(wanted, int(bucket.tokens))
         bucket = spend(bucket, grant)
         started += grant
-        assert started <= rate * now + max(1.0, rate) + 1e-6
+        assert started <= most_starts(rate, now, from_ramp_start=True) + 1e-6
+
+
+@given(steps=st.lists(st.tuples(st.floats(0, 8), st.integers(0, 200)), min_size=1, max_size=60),
+       rate=st.floats(1, 200))
+@example(steps=[(0, 20), (8, 200), (0.5, 200)], rate=20)  # a burst, a stall past the catch-up span, a step
+def test_starts_within_any_window_stay_within_most_starts(steps, rate):
+    """Over any stretch of reconciles [t_i, t_j], the starts are at most most_starts(rate, t_j - t_i): the bucket's
+    cap when the stretch begins, plus the rate over it."""
+    bucket, now, grants = None, 0.0, []
+    for gap, wanted in steps:
+        now += gap
+        bucket = refill(bucket, rate, now)
+        grant = min(wanted, int(bucket.tokens))
+        bucket = spend(bucket, grant)
+        grants.append((now, grant))
+    for i, (begin, _) in enumerate(grants):
+        total = 0
+        for end, grant in grants[i:]:
+            total += grant
+            assert total <= most_starts(rate, end - begin) + 1e-6
+    # The bound is reached: a stall past CATCH_UP_SECONDS fills the bucket to what one window allows.
+    full = refill(spend(refill(None, rate, 0.0), int(rate)), rate, CATCH_UP_SECONDS + 10)
+    assert full.tokens == most_starts(rate, 0.0) > most_starts(rate, 0.0, from_ramp_start=True)
 
 
 counts = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 500), min_size=1)
