@@ -14,7 +14,9 @@ Uplinks alike: with hashed routing the plan predicts a little traffic out of
 one switch's caches towards the other switch's workers; a real reader in a
 network namespace whose address the cluster puts behind that other switch (a
 pod CIDR on its Node, so the operator's client map says so) reads far more,
-and the condition names "uplink <switch> out", then clears when it stops.
+and the condition names "uplink <switch> out" carrying more than the plan
+(not a moment it carried nothing: a streak is out of band either way), then
+clears when it stops.
 
 A streak under way is in the facility's status.drift.pending; an operator
 replaced 5 s into a 30 s streak (a new process, as after a leader change)
@@ -31,6 +33,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -133,6 +136,16 @@ def operator_samples(port: int, name: str, direction: str = "serve") -> dict[str
             for s in f.samples if s.name == name and s.labels.get("direction", direction) == direction}
 
 
+def exporter_served(pod: dict) -> dict[str, float]:
+    """client switch -> the bytes the played cache host's exporter counted for readers behind it."""
+    args = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")["args"]
+    url = f"http://{pod['status']['podIP']}:{args[args.index('--metrics-port') + 1]}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    return {s.labels["client_switch"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "switchyard_xcache_served_bytes_total"}
+
+
 def generations(kube, namespace: str) -> dict[str, int]:
     return {f"{kind}/{o['metadata']['name']}": o["metadata"]["generation"]
             for kind in ("StatefulSet", "Deployment", "XCachePool", "WorkerFleet")
@@ -163,8 +176,11 @@ def play_cache_host(rig, pod: dict, client_map: str | None = None):
     meta_dir = account.make_dir(base / "meta")
     pool = cache_pool(origin.daemon.port, [str(data_dir)], str(meta_dir))
     udp_port = free_port(socket.SOCK_DGRAM)
-    exporter = subprocess.Popen(exporter_command(pod, udp_port, str(data_dir), str(meta_dir), client_map),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log_path = localcluster.CACHE / "e2e-logs" / NAME / f"exporter-{pod['metadata']['namespace']}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:   # kept: when it loaded which client map
+        exporter = subprocess.Popen(exporter_command(pod, udp_port, str(data_dir), str(meta_dir), client_map),
+                                    stdout=log, stderr=subprocess.STDOUT)
     started.append(lambda: (exporter.terminate(), exporter.wait(10)))
     cache = start_cache(base, account, pool, exporter_port=udp_port)
     started.append(cache.daemon.stop)
@@ -189,14 +205,26 @@ def reading(read):
         reader.join(60)
 
 
-def drifting(cluster, namespace: str, *named: str) -> dict:
-    """The facility once it is Degraded=True PredictionDrift with every one of `named` in the message."""
+def drifting(cluster, namespace: str, *named: str, above: tuple[str, str] | None = None) -> dict:
+    """The facility once it is Degraded=True PredictionDrift with every one of `named` in the message; `above`:
+    and with that uplink (switch, direction) carrying more than the band above its prediction (a streak is
+    out of band either way, so the drift can be raised on a moment the uplink carried less, 0 included)."""
     def check():
         obj = cluster.kube.get("AnalysisFacility", namespace, "af")
         degraded = condition(obj, "Degraded")
         return obj if (degraded.get("reason") == "PredictionDrift" and degraded.get("status") == "True"
-                       and all(n in degraded["message"] for n in named)) else None
-    return wait_for(check, 90, what=f"Degraded=True PredictionDrift naming {named}")
+                       and all(n in degraded["message"] for n in named)
+                       and (above is None or carried_above(degraded["message"], *above))) else None
+    return wait_for(check, 90, what=f"Degraded=True PredictionDrift naming {named}"
+                    + (f", uplink {' '.join(above)} above the plan" if above else ""))
+
+
+_CARRIED = re.compile(r"uplink (\S+) (\S+) carried \S+ Gbps, predicted \S+ \(ratio ([0-9.]+)\)")
+
+
+def carried_above(message: str, switch: str, direction: str) -> bool:
+    """The drift message names the uplink direction with a ratio above the band (threshold 25%)."""
+    return any((s, d) == (switch, direction) and float(ratio) > 1.25 for s, d, ratio in _CARRIED.findall(message))
 
 
 def cleared(cluster, namespace: str, named: str) -> None:
@@ -333,8 +361,16 @@ def test_a_reader_behind_another_switch_drifts_an_uplink_named_with_its_directio
         lfn = origin.put("uplink.bin", os.urandom(16 * MIB))
         assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
         url = f"root://{host_addr}:{cache.daemon.port}/{lfn}"
-        with reading(lambda: xrdcp_from(netns, url)):
-            obj = drifting(cluster, namespace, f"uplink {source} out carried")
+        exits: list[int] = []
+        with reading(lambda: exits.append(xrdcp_from(netns, url).returncode)):
+            # The drift of the reader's bytes: the warm read above already ends the facility's idleness while
+            # the uplink carries nothing, so a streak may begin on 0 and be raised before those bytes count.
+            try:
+                obj = drifting(cluster, namespace, f"uplink {source} out carried", above=(source, "out"))
+            except AssertionError as error:
+                raise AssertionError(f"{error}; the exporter's bytes by reader switch: "
+                                     f"{exporter_served(pods[source])}; reader exit codes: {sorted(set(exits))} "
+                                     f"({len(exits)} reads)") from None
             message = condition(obj, "Degraded")["message"]
             print(f"fairOutGbps {fair_out}; {message}")
             # Into `behind` would need its cache host measured too (any cache may serve its readers): not judged.
@@ -348,3 +384,16 @@ def test_a_reader_behind_another_switch_drifts_an_uplink_named_with_its_directio
             assert observed[source] > 0.1, observed
         cleared(cluster, namespace, f"uplink {source} out")
         assert operator_samples(operator, "switchyard_uplink_prediction_drift", "out") == {source: 0.0, behind: 0.0}
+
+
+def test_an_uplink_drift_is_read_in_the_direction_it_went():
+    # The message a cold CI run accepted (commit dcf645c): the drift was raised on a moment the uplink carried
+    # 0, while the reader behind rack-b was reading; not the drift of its bytes.
+    low = ("PredictionDrift: the bytes measured on 2 switch(es) or uplink direction(s) have been off the plan's "
+           "prediction by more than 25% for 4 s: uplink rack-a out carried 0.00 Gbps, predicted 0.01 (ratio 0.00); "
+           "switch rack-a served 0.69 Gbps, predicted 0.01 (ratio 68.72)")
+    high = low.replace("carried 0.00 Gbps, predicted 0.01 (ratio 0.00)",
+                       "carried 1.45 Gbps, predicted 0.01 (ratio 289.77)")
+    assert not carried_above(low, "rack-a", "out")
+    assert carried_above(high, "rack-a", "out")
+    assert not carried_above(high, "rack-a", "in") and not carried_above(high, "rack-b", "out")
