@@ -74,10 +74,14 @@ ROUTING_PRELOAD = (
 )
 TASKVINE_IDLE_TIMEOUT_SECONDS = 86400  # a worker Kubernetes restarts should not quit after 15 idle minutes
 # XRootD client settings for reads through the caches: fail over quickly to
-# the next cache instead of waiting on a dead one for minutes.
+# the next cache instead of waiting on a dead one for minutes, and try a cache
+# again soon after it failed: once a connection to a host fails, XrdCl refuses
+# that host for its stream error window (30 minutes by default), so a worker
+# would not read from a cache that came back and is in its ring again.
 XROOTD_CLIENT_ENV = (
     ("XRD_CONNECTIONWINDOW", "10"),
     ("XRD_CONNECTIONRETRY", "2"),
+    ("XRD_STREAMERRORWINDOW", "30"),
     ("XRD_REQUESTTIMEOUT", "600"),
     ("XRD_STREAMTIMEOUT", "120"),
 )

@@ -28,6 +28,7 @@ from routing_rig import (
 )
 from xrootd_fixtures import xrdcp
 
+from switchyard.builders.workerfleet import XROOTD_CLIENT_ENV
 from switchyard.planner import hashing
 from switchyard.routing import HASH_RULE, RING_RECHECK_SECONDS, Router, hooks, ring_entry
 
@@ -205,6 +206,38 @@ def test_a_running_reader_follows_the_rewritten_ring_file_without_a_restart(ring
         assert publish(caches) == expected
         time.sleep(RING_RECHECK_SECONDS + 0.5)
         read_each(expected)
+        assert reader.process.poll() is None
+    finally:
+        reader.process.kill()
+        reader.process.wait(timeout=30)
+
+
+def test_a_running_reader_reads_from_a_cache_again_once_it_is_back(ring):
+    """A cache stops while a worker still has it in its ring, then starts again: the worker's
+    reads of its files fail over meanwhile, and go home to it again once the fleet's XRootD
+    stream error window has passed (XrdCl's default, 30 minutes, kept them away)."""
+    origin, caches, files = ring
+    fleet_env = dict(XROOTD_CLIENT_ENV)
+    window = float(fleet_env["XRD_STREAMERRORWINDOW"])
+    expected = homes(files, caches)
+    lost = caches[0]
+    its_files = [lfn for lfn, home in expected.items() if home == lost.name]
+    assert its_files, "the stopped cache should be home to some of these files"
+    url = f"root://127.0.0.1:{origin.daemon.port}/{its_files[0]}"
+    reader = Reader({**fleet_env, **routing_env(caches)})
+    try:
+        assert_only_home_served(served(caches, lambda: reader.read(url)), lost.name, len(files[its_files[0]]))
+        lost.cache.daemon.stop()
+        failed_at = time.monotonic()
+        by_cache = served(caches[1:], lambda: reader.read(url))
+        assert sum(by_cache.values()) >= len(files[its_files[0]]), f"no other cache served the file: {by_cache}"
+        lost.cache.daemon.start()
+        time.sleep(max(0.0, failed_at + window + 1 - time.monotonic()))
+        for lfn in its_files:
+            got = {}
+            by_cache = served(caches, lambda: got.update(n=reader.read(f"root://127.0.0.1:{origin.daemon.port}/{lfn}")))
+            assert got["n"] == len(files[lfn])
+            assert_only_home_served(by_cache, lost.name, len(files[lfn]))
         assert reader.process.poll() is None
     finally:
         reader.process.kill()
