@@ -61,7 +61,15 @@ class RingCache:
 def sent(caches: list[RingCache]) -> dict[str, int]:
     """Each cache's own count of bytes sent to clients, from reports made after this call."""
     moment = time.time() + 0.001
-    return {c.name: c.meter.bytes_sent_after(moment) for c in caches}
+    counts = {}
+    for c in caches:
+        try:
+            counts[c.name] = c.meter.bytes_sent_after(moment)
+        except AssertionError as error:
+            daemon = c.cache.daemon
+            raise AssertionError(f"cache {c.name}: {error}; its xrootd's exit code: {daemon.process.poll()}, "
+                                 f"its log ends:\n{daemon.log_tail(1500)}") from None
+    return counts
 
 
 def served(caches: list[RingCache], read) -> dict[str, int]:

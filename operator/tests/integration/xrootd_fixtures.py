@@ -191,6 +191,7 @@ class SummaryListener:
         self.socket.settimeout(0.2)
         self.port = self.socket.getsockname()[1]
         self.latest: Summary | None = None
+        self.packets = 0  # every datagram received, for the failure message
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -201,6 +202,7 @@ class SummaryListener:
                 packet = self.socket.recv(65536)
             except TimeoutError:
                 continue
+            self.packets += 1
             try:
                 decoded = decode(packet)
             except MalformedPacket:
@@ -216,7 +218,10 @@ class SummaryListener:
             if latest is not None and latest.reported > moment:
                 return latest.bytes_sent
             time.sleep(0.1)
-        raise AssertionError(f"no summary reported after {moment} within {timeout} s")
+        latest = self.latest
+        raise AssertionError(f"no summary reported after {moment} within {timeout} s (on port {self.port}: "
+                             f"{self.packets} packets; the latest summary made at {latest and latest.reported}, "
+                             f"pid {latest and latest.pid}; listener alive: {self._thread.is_alive()})")
 
     def close(self) -> None:
         self._stop.set()
