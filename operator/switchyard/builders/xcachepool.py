@@ -235,19 +235,20 @@ def build_pdb(pool: str) -> dict:
 
 def build_pool(pool: str, spec: XCachePoolSpec, hosts_by_switch: dict[str, list[str]], switch_label: str,
                exporter_image: str, clients: Mapping[str, Iterable[str]] | None = None) -> list[dict]:
-    """Every child of one pool, in a deterministic order; `clients`: switch -> networks (the client map)."""
+    """Every child of one pool, in the order they are applied: what a cache pod mounts (its config and the
+    client map) and the Service a StatefulSet's serviceName names ("must exist before the StatefulSet", the
+    StatefulSetSpec API reference) come before the StatefulSet; `clients`: switch -> networks."""
     cm, checksum = build_config_map(pool, spec)
-    out = [cm]
+    out = [cm, build_client_map(pool, clients or {})]
     for switch in sorted(hosts_by_switch):
         hosts = tuple(sorted(hosts_by_switch[switch]))
         if not hosts:
             continue
-        out.append(build_statefulset(pool, spec, switch, hosts, switch_label, checksum, exporter_image))
         out.append(build_service(switch_service_name(pool, switch), pool, spec.port,
                                  {POOL_LABEL: pool, SWITCH_LABEL: switch}))
+        out.append(build_statefulset(pool, spec, switch, hosts, switch_label, checksum, exporter_image))
     out.append(build_service(pool, pool, spec.port, {POOL_LABEL: pool}))
     out.append(build_pdb(pool))
-    out.append(build_client_map(pool, clients or {}))
     return out
 
 

@@ -56,8 +56,10 @@ def test_pool_is_one_statefulset_per_switch_pinned_to_its_hosts():
     spec = XCachePoolSpec.model_validate(children[0]["spec"])
     objs = build_pool("af-xc", spec, data["hosts"], data["switchLabel"], "img:1")
     kinds = [o["kind"] for o in objs]
-    assert kinds == ["ConfigMap", "StatefulSet", "Service", "Service", "PodDisruptionBudget", "ConfigMap"]
-    sts = objs[1]
+    # Applied in this order: what the pods mount and the Service a StatefulSet's serviceName names come first.
+    assert kinds == ["ConfigMap", "ConfigMap", "Service", "StatefulSet", "Service", "PodDisruptionBudget"]
+    sts = objs[3]
+    assert objs[2]["metadata"]["name"] == sts["spec"]["serviceName"]
     assert sts["spec"]["replicas"] == 2
     terms = sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     exprs = terms["nodeSelectorTerms"][0]["matchExpressions"]
@@ -117,7 +119,7 @@ def test_cache_pod_prepares_its_directories_and_mounts_token_auth():
         "storage": {"dataPaths": ["/mnt/a", "/mnt/b"], "metaPath": "/mnt/meta"},
         "auth": {"mode": "scitokens", "issuers": ["https://issuer.example.org"], "tlsSecret": "xcache-tls"}})
     objs = build_pool("p", spec, {"sw1": ["n1"]}, "switchyard.dev/switch", "img:1")
-    config, sts = objs[0], objs[1]
+    config, sts = objs[0], next(o for o in objs if o["kind"] == "StatefulSet")
     assert set(config["data"]) == {"xcache.cfg", "scitokens.cfg"}
     pod = sts["spec"]["template"]["spec"]
     prepare = pod["initContainers"][0]
@@ -196,7 +198,8 @@ def cache_pod(spec_patch: dict | None = None) -> dict:
     spec = XCachePoolSpec.model_validate({
         "facilityRef": {"name": "af"}, "origin": {"host": "origin.example.org"},
         "storage": {"dataPaths": ["/mnt/nvme0", "/mnt/nvme1"], "metaPath": "/mnt/meta"}, **(spec_patch or {})})
-    sts = build_pool("af-xc", spec, {"sw1": ["n1"]}, "switchyard.dev/switch", "op:1")[1]
+    sts = next(o for o in build_pool("af-xc", spec, {"sw1": ["n1"]}, "switchyard.dev/switch", "op:1")
+               if o["kind"] == "StatefulSet")
     return sts["spec"]["template"]["spec"]
 
 
