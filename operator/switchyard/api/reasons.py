@@ -132,6 +132,9 @@ _ALL = (
     # Events only.
     Reason(RECOVERED := "Recovered", "P", "Normal event: the pool is no longer Degraded.", condition=False,
            event=True),
+    Reason(RING_CHANGED := "RingChanged", "P", "Normal event: a cache host left the published hash ring (no Ready "
+           "cache pod on it: xrootd down, the pod deleted) or came back; the message names the hosts out and in.",
+           condition=False, event=True),
     Reason(PREDICTION_AGREES := "PredictionAgrees", "F", "Normal event: a prediction drift cleared (observed and "
            "predicted agree again, or the facility is idle).", condition=False, event=True),
     Reason(RESCHEDULED := "Rescheduled", "PW", "Normal event: a planned pod on a node gone, NotReady or moved to "

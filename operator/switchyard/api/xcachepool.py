@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from .plans import PoolPlan
+from .plans import NodeName, PoolPlan
 from .units import MIN_GBPS
 from .base import (
     DNS_NAME_PATTERN,
@@ -291,5 +291,7 @@ class XCachePoolStatus(CommonStatus):
     switches: list[SwitchCount] = Field(default=[], description="Planned and ready hosts per switch.")
     serving_gbps: float = Field(default=0, description="Serving capacity of the ready hosts, in Gbps.")
     endpoint: str = Field(default="", description="The pool-wide Service address (host:port).")
+    ring_out: list[NodeName] = Field(default=[], description="Planned hosts out of the published hash ring: no "
+                                     "Ready cache pod on them (readers hash over the rest).")
     disk: PoolDiskUsage | None = Field(default=None, description="Disk usage of the data spaces; absent until the exporters were read.")
     plan: PoolPlan | None = Field(default=None, description="Where the facility places the hosts (written by the operator only).")

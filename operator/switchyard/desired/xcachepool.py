@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import conditions as cond
@@ -45,6 +45,30 @@ def client_networks(nodes: Sequence[NodeInfo], switch_label: str) -> dict[str, l
     return {switch: sorted(networks) for switch, networks in sorted(out.items())}
 
 
+def hosts_out(hosts: Iterable[str], pods: Iterable[Mapping]) -> tuple[str, ...]:
+    """The planned `hosts` out of the published hash ring: those with no Ready cache pod of the pool.
+
+    `pods`: the pool's cache pods as the handler read them ({"node", "ready"}; a pod being deleted is not
+    ready). While no planned host has a Ready pod (a pool starting, or every cache down) none is out:
+    nothing is known to serve, and the readers keep the planned ring rather than none."""
+    ready = {p.get("node") for p in pods if p.get("ready")}
+    planned = sorted(set(hosts))
+    if not ready.intersection(planned):
+        return ()
+    return tuple(h for h in planned if h not in ready)
+
+
+def ring_events(before: Mapping | None, out: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+    """A RingChanged event when the hosts out of the ring differ from the status's (`before`): which left, which returned."""
+    was = set((before or {}).get("ringOut") or ())
+    left, back = sorted(set(out) - was), sorted(was - set(out))
+    if not left and not back:
+        return ()
+    parts = ([f"host(s) {', '.join(left)} out of the hash ring (no Ready cache pod)"] if left else []) + \
+            ([f"host(s) {', '.join(back)} back in the hash ring"] if back else [])
+    return (("Normal", reasons.RING_CHANGED, "; ".join(parts)),)
+
+
 def tls_secret_name(spec_raw: Mapping) -> str | None:
     """The Secret a pool's auth needs, so the handler can read it first."""
     auth = (spec_raw or {}).get("auth") or {}
@@ -53,14 +77,16 @@ def tls_secret_name(spec_raw: Mapping) -> str | None:
 
 def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, workloads: Mapping[str, dict],
                  nodes: Sequence[NodeInfo], settings: Settings, *, secrets: Mapping[str, dict | None] | None = None,
-                 disk: DiskRead | None = None, unmounted: Sequence[UnmountedDisk] = ()) -> PoolOutcome | Outcome:
+                 disk: DiskRead | None = None, unmounted: Sequence[UnmountedDisk] = (),
+                 pods: Sequence[Mapping] = ()) -> PoolOutcome | Outcome:
     """The pool's children and status.
 
     `workloads`: desired/current/ready per switch of the StatefulSets it owns;
     `secrets`: the Secrets the handler read, by name (None: missing; a name
     absent from the map was not readable, and is not judged); `disk`: the
     latest exporter reads, if any; `unmounted`: the paths the cache pods'
-    prepare steps refused as no mounted disk (cachedisk.unmounted_disks).
+    prepare steps refused as no mounted disk (cachedisk.unmounted_disks); `pods`: its cache pods' nodes and
+    readiness, which decide the hosts out of the hash ring (hosts_out, status.ringOut).
     A plain Outcome (held): nothing is rendered, applied or pruned.
     """
     spec, error = validate(XCachePoolSpec, spec_raw)
@@ -93,6 +119,7 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
         "switches": switches,
         "servingGbps": serving_gbps(spec, {s["switch"]: s["ready"] for s in switches}, hosts, nodes),
         "endpoint": endpoint(name, namespace, spec.port),
+        "ringOut": list(hosts_out((h for hs in hosts.values() for h in hs), pods)),
     }
     reports: tuple[HostDisk, ...] = ()
     if ready and disk is not None:
@@ -114,7 +141,7 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
     return PoolOutcome(out, states, children=children, plan=plan,
                        events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"),
-                                              states["Degraded"], news=not_mounted))
+                                              states["Degraded"], news=not_mounted) + ring_events(status, out["ringOut"]))
 
 
 def degraded_events(before: Mapping | None, after: cond.State, news: str = "") -> tuple[tuple[str, str, str], ...]:

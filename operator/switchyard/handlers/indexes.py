@@ -10,7 +10,7 @@ import kopf
 
 from ..api import GROUP, VERSION
 from ..apply import OWNER_UID_LABEL
-from ..builders.common import SWITCH_LABEL
+from ..builders.common import POOL_LABEL, SWITCH_LABEL
 from ..topology import NodeInfo, node_info
 
 MANAGED = {"app.kubernetes.io/managed-by": "switchyard"}
@@ -50,6 +50,31 @@ def deployment_index(body, **_):
 @kopf.index("apps", "v1", "statefulsets", labels=MANAGED)
 def statefulset_index(body, **_):
     return {(body["metadata"].get("labels") or {}).get(OWNER_UID_LABEL): _workload(body)}
+
+
+def cache_pod(body) -> dict:
+    """What the hash ring reads of a cache pod: its node, and whether it serves (Ready, not being deleted)."""
+    conditions = (body.get("status") or {}).get("conditions") or ()
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return {"name": body["metadata"]["name"], "node": (body.get("spec") or {}).get("nodeName"),
+            "ready": ready and not body["metadata"].get("deletionTimestamp")}
+
+
+@kopf.index("pods", labels={POOL_LABEL: kopf.PRESENT})
+def cache_pod_index(body, **_):
+    """(namespace, pool) -> its cache pods (cache_pod): which hosts the published ring keeps."""
+    pool = (body["metadata"].get("labels") or {}).get(POOL_LABEL)
+    return {(body["metadata"]["namespace"], pool): cache_pod(body)}
+
+
+def cache_pods_of(index, namespace: str, pool: str | None) -> list[dict]:
+    return sorted(index.get((namespace, pool), []), key=lambda p: p["name"]) if pool else []
+
+
+def fleets_reading(fleet_index, namespace: str, pool: str) -> list[str]:
+    """The WorkerFleets (names) whose plan reads through `pool`: those that publish its ring."""
+    return sorted({f["metadata"]["name"] for store in fleet_index.values() for f in store
+                   if f["metadata"]["namespace"] == namespace and (f["status"].get("plan") or {}).get("pool") == pool})
 
 
 def nodes_of(index) -> list[NodeInfo]:

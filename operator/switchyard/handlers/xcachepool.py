@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import time
 
+import kopf
+
 from ..api import XCachePoolSpec
 from ..apply import ApiError
 from ..builders.common import POOL_LABEL, SWITCH_LABEL
 from ..builders.xcachepool import CHILD_KINDS
 from ..observe.cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
 from ..desired import validate
-from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, tls_secret_name
-from ..observe.metrics import MANAGED_OBJECTS
+from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, ring_events, tls_secret_name
+from ..observe.metrics import MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS
 from ..policy.settings import current
 from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
 from .exporters import read_all, ready_cache_pods
-from .indexes import nodes_of, per_switch, workloads_of
-from .loop import register
+from .indexes import cache_pods_of, fleets_reading, nodes_of, per_switch, workloads_of
+from .loop import register, wake
 from .memory import PoolMemory
 from .status import now, post, why_waiting, write_status
 
@@ -66,7 +68,7 @@ def _secrets(namespace: str, name: str | None) -> dict[str, dict | None]:
         raise
 
 
-def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
+def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, **_) -> None:
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     workloads = per_switch(workloads_of(statefulset_index, uid))
@@ -78,7 +80,8 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
     nodes = nodes_of(node_index)
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
                            secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
-                           unmounted=read_unmounted(namespace, name, workloads))
+                           unmounted=read_unmounted(namespace, name, workloads),
+                           pods=cache_pods_of(cache_pod_index, namespace, name))
     if not isinstance(outcome, PoolOutcome):  # nothing rendered, applied or pruned
         facility = ((body["spec"] or {}).get("facilityRef") or {}).get("name")
         write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility, "pool"), logger)
@@ -90,8 +93,25 @@ def reconcile(body, logger, node_index, statefulset_index, **_) -> None:
         return
     evict_misplaced_pods(body, {POOL_LABEL: name}, outcome.plan.switch_label, nodes, logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
+    planned = {h for hosts in outcome.plan.hosts.values() for h in hosts}
+    RING_HOSTS.labels(namespace, name).set(len(planned) - len(outcome.status["ringOut"]))
+    if ring_events(body.get("status"), outcome.status["ringOut"]):
+        RING_CHANGES.labels(namespace, name).inc()
     post(body, outcome.events, logger)
     write_status(KIND, body, outcome.status, outcome.states, logger)
 
 
 register(PLURAL, KIND, reconcile)
+
+
+@kopf.on.event("pods", labels={POOL_LABEL: kopf.PRESENT})
+def cache_pod_changed(body, type, fleet_index, **_) -> None:
+    """A cache pod was added, changed (its Ready condition) or deleted: the pool and the fleets that publish
+    its ring reconcile now (cache_pod_index already holds the change), not at their next tick."""
+    namespace = body["metadata"]["namespace"]
+    pool = (body["metadata"].get("labels") or {}).get(POOL_LABEL)
+    if type is None or not pool:  # kopf's initial listing: the reconciles that start read the index anyway
+        return
+    wake(KIND, namespace, pool)
+    for fleet in fleets_reading(fleet_index, namespace, pool):
+        wake("WorkerFleet", namespace, fleet)

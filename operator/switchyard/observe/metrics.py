@@ -25,6 +25,13 @@ LEADER = Gauge("switchyard_leader", "1 on the operator pod that holds the leader
                ["pod"])
 MANAGED_OBJECTS = Gauge("switchyard_managed_objects", "Child objects a switchyard object owns.", ["kind", "namespace", "name"])
 
+# --------------------------------------------------------------- the published hash ring (handlers/xcachepool.py)
+RING_HOSTS = Gauge("switchyard_ring_hosts", "Cache hosts of an XCachePool in the hash ring its readers are given: the "
+                   "planned hosts with a Ready cache pod (all planned hosts while none is Ready).", ["namespace", "pool"])
+RING_CHANGES = Counter("switchyard_ring_changes_total", "Times a pool's published hash ring changed because a cache host "
+                       "left it (no Ready cache pod) or came back; each is a RingChanged event on the pool.",
+                       ["namespace", "pool"])
+
 # --------------------------------------------------------------- the plan
 PLAN_PREDICTED_GBPS = Gauge("switchyard_plan_predicted_gbps", "Deliverable aggregate Gbps the plan predicts.", ["namespace", "facility"])
 PLAN_BOUND_GBPS = Gauge("switchyard_plan_bound_gbps", "Upper bound on deliverable Gbps for any placement.", ["namespace", "facility"])

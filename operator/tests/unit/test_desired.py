@@ -484,3 +484,55 @@ def test_the_handler_lists_the_fleets_pods_only_until_its_image_has_a_verdict(mo
     # a fleet without a pool is never listed
     nopool = dataclasses.replace(got, plan=got.plan.model_copy(update={"pool": None}))
     assert handler.read_routing(kept, "ns", "af-dask", nopool, started=2) is None and len(calls) == 4
+
+
+# ------------------------------------------------------------------ the published hash ring (issue #30 item 2)
+def ring_hosts(config: dict) -> list[str]:
+    from switchyard.routing import parse_ring
+
+    return [cache.name for cache in parse_ring(config["data"]["ring"], allow_empty=True)]
+
+
+def test_a_ring_host_without_a_ready_cache_pod_is_out_and_back_when_ready_again():
+    from switchyard.desired.xcachepool import hosts_out
+
+    assert hosts_out(["a", "b", "c"], [{"node": "a", "ready": True}, {"node": "b", "ready": False}]) == ("b", "c")
+    assert hosts_out(["a", "b"], [{"node": "a", "ready": True}, {"node": "b", "ready": True}]) == ()
+    # no planned host serves (a pool starting, every cache down): the planned ring stays
+    assert hosts_out(["a", "b"], [{"node": "a", "ready": False}]) == ()
+    assert hosts_out(["a"], [{"node": "x", "ready": True}]) == ()
+
+
+def test_the_fleets_routing_configmap_leaves_out_a_host_whose_cache_pod_is_not_ready():
+    got = intent()
+    hosts = sorted(got.plan.cache_ring)
+    assert len(hosts) >= 2
+
+    def published(pods):
+        out = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, cache_pods=pods)
+        return ring_hosts(next(c for c in out.children if c["kind"] == "ConfigMap"))
+
+    all_ready = [{"node": h, "ready": True} for h in hosts]
+    assert published(all_ready) == hosts
+    down = [{**p, "ready": p["node"] != hosts[0]} for p in all_ready]
+    assert published(down) == hosts[1:]
+    assert published([p for p in all_ready if p["node"] != hosts[0]]) == hosts[1:]  # its pod deleted
+    assert published(()) == hosts                                                     # none read yet
+
+
+def test_the_pool_says_which_hosts_are_out_of_the_ring_and_posts_an_event_when_that_changes():
+    c = pool_child()
+    hosts = sorted(h for hs in c["status"]["plan"]["hosts"].values() for h in hs)
+    all_ready = [{"node": h, "ready": True} for h in hosts]
+    steady = pool(pods=all_ready)
+    assert steady.status["ringOut"] == [] and not [e for e in steady.events if e[1] == "RingChanged"]
+    down = [{**p, "ready": p["node"] != hosts[0]} for p in all_ready]
+    out = pool(pods=down)
+    assert out.status["ringOut"] == [hosts[0]]
+    assert [e for e in out.events if e[1] == "RingChanged"] == [
+        ("Normal", "RingChanged", f"host(s) {hosts[0]} out of the hash ring (no Ready cache pod)")]
+    said = {**c["status"], "ringOut": [hosts[0]]}
+    assert not [e for e in pool(status=said, pods=down).events if e[1] == "RingChanged"]
+    back = pool(status=said, pods=all_ready)
+    assert back.status["ringOut"] == [] and [e for e in back.events if e[1] == "RingChanged"] == [
+        ("Normal", "RingChanged", f"host(s) {hosts[0]} back in the hash ring")]
