@@ -75,7 +75,8 @@ PER_NAMESPACE = {
     "poddisruptionbudgets.policy": ({"list", "create", "patch", "delete"}, "one PDB per cache pool"),
     "networkpolicies.networking.k8s.io": ({"list", "create", "patch", "delete"},
                                            "a Dask scheduler's and an embedded MinIO's ingress policy"),
-    "pods": ({"list", "delete"}, "pods whose node moved to another switch are deleted to be re-placed"),
+    "pods": ({"list", "watch", "delete"}, "pods whose node moved to another switch are deleted to be re-placed; "
+             "cache pods indexed by kopf (a host not Ready leaves the hash ring)"),
     "events": ({"create"}, "Created, Ready and reason events on switchyard objects"),
 }
 # Secrets, only with rbac.s3StagingSecrets (the default) and only in watched namespaces:

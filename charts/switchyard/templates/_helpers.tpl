@@ -90,10 +90,11 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
   resources: [networkpolicies]
   verbs: [list, create, patch, delete]
 # Pods whose node moved to another switch are deleted so their controller
-# recreates them where the plan puts them.
+# recreates them where the plan puts them; the cache pods are watched (kopf index)
+# so a host not Ready leaves the published hash ring at once.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, delete]
+  verbs: [list, watch, delete]
 # Events on switchyard objects (Created, Ready, reasons).
 - apiGroups: [""]
   resources: [events]

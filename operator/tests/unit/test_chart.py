@@ -216,7 +216,7 @@ def test_cluster_mode_rbac_is_least_privilege_and_covers_what_the_operator_calls
             continue
         assert key in rules, f"{kind} is used by the operator but not granted"
     assert rules[("", "nodes")] == {"list", "watch"}
-    assert rules[("", "pods")] == {"list", "delete"}
+    assert rules[("", "pods")] == {"list", "watch", "delete"}
     assert rules[("", "events")] == {"create"}
     assert rules[("", "namespaces")] == {"list", "watch"}
     assert rules[("apiextensions.k8s.io", "customresourcedefinitions")] == {"list", "watch"}
