@@ -27,6 +27,32 @@ copy per file. Adding a cache only takes files *to* the new cache (their
 share w_new / sum); losing a cache only moves the files it held, each to its
 second choice. No other file changes its cache. Only the weights the planner
 publishes move files between surviving caches.
+
+Hot files: a file many readers open gets more than one home. The operator
+publishes, beside the ring, a list of hot files, each with a replica count k
+(the fleet's routing ConfigMap, `hot`: one `k path` per line, see
+switchyard/routing/__init__.py). For a file on that list, a reader applies:
+
+5. Inputs: the ordered cache list O of steps 1-4, the file's k (an integer
+   >= 2), and the reader's identity r, a string (the pod's name, see
+   switchyard/routing/__init__.py). Let n = min(k, len(O)); when n < 2 the
+   order is O, as for any other file.
+6. d = SHA-256(b"reader\x00" + UTF-8(r) + b"\x00" + UTF-8(path)); take the
+   first 8 bytes of d as a big-endian unsigned 64-bit integer g, and let
+   i = g mod n (0-based).
+7. The reader's order is O[i], then O[0..n-1] without O[i], in O's order,
+   then O[n..], in O's order. It reads from the first and falls back to the
+   next ones in order, as in step 4.
+
+Files not on the list keep O. Why this rule: each of a hot file's first n
+caches serves 1/n of its readers (within g's spread over readers: the
+modulo's bias is below n / 2**64), so a hot file's load is split over n homes
+instead of one; a reader always picks the same one for the same file (its
+copy stays warm, its connection stays open); every reader keeps O's failover
+order past its pick, and a cache lost from the ring moves only the readers
+that picked it. The first n caches are the file's own top of the ring, so
+growing k adds homes and keeps the old ones. The b"reader" prefix keeps d
+apart from step 2's digests, even for a reader named like a cache.
 """
 
 from __future__ import annotations
@@ -83,3 +109,23 @@ def split(paths: Iterable[str], caches: Mapping[str, float] | Iterable[str]) -> 
     if not files:
         return {c: ring[c] / total for c in counts}
     return {c: n / files for c, n in counts.items()}
+
+
+def reader_pick(reader: str, path: str, replicas: int) -> int:
+    """Step 6: which of a hot file's first `replicas` caches this reader reads it from (0-based)."""
+    digest = hashlib.sha256(b"reader\x00" + reader.encode() + b"\x00" + path.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % replicas
+
+
+def spread(ordered: list[str], reader: str, path: str, replicas: int) -> list[str]:
+    """Steps 5-7: `ordered` (the file's order, step 4) as this reader reads a hot file of `replicas` homes."""
+    n = min(replicas, len(ordered))
+    if n < 2:
+        return list(ordered)
+    first = ordered[reader_pick(reader, path, n)]
+    return [first] + [c for c in ordered[:n] if c != first] + ordered[n:]
+
+
+def hot_order(path: str, caches: Mapping[str, float] | Iterable[str], reader: str, replicas: int) -> list[str]:
+    """The ordered cache list for a hot file of `replicas` homes, as `reader` reads it."""
+    return spread(order(path, caches), reader, path, replicas)
