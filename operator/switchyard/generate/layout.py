@@ -82,7 +82,8 @@ RULES: tuple[Rule, ...] = (
          ("api/", "topology.py", "builders/", "desired/", *SMALL_PURE, "policy/settings.py", "apply.py",
           "observe/metrics.py", "s3/"), "kopf"),
     Rule(("observe/metrics.py",), "the operator's metrics", ("observe/exporterspec.py",), "prometheus_client"),
-    Rule(("observe/exporter.py",), "the cache sidecar's runtime (builders and `observe/metrics.py` never import it)",
+    Rule(("observe/exporter.py", "observe/fileload.py"), "the cache sidecar's runtime (builders and "
+         "`observe/metrics.py` never import it); `fileload.py`, its per-file read rates (pure: decaying, bounded)",
          ("observe/exporterspec.py", "observe/clientmap.py", "xrootd/"), "prometheus_client"),
     Rule(("s3/",), "the S3 client and the staging decisions (`s3/staging.py`: `assess`)",
          ("api/", "conditions.py"), "boto3"),

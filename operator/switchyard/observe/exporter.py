@@ -7,6 +7,16 @@ spaces, on /metrics. It opens no file per message and survives any packet: a
 malformed one is only counted. Bytes read are labelled with the reader's
 switch from the client map file (a mounted ConfigMap), read again when it
 changes, so node churn never restarts a cache pod.
+
+The same f-stream bytes, by the path each file was opened with, feed a
+decaying read rate per file (fileload.py, a bounded table); the hottest are
+served as a gauge with a `path` label. A gauge on /metrics rather than a JSON
+endpoint: the operator already reads this text (handlers/exporters.py), and a
+site's Grafana can show what is hot on which cache (`topk`) with no other
+scrape. Its cardinality is bounded: at most HOT_FILES_SHOWN series per cache
+host, and a file whose rate falls below the floor leaves, so the series that
+churn are only those of files moving in and out of the top; a full per-file
+table (thousands of paths) is what must not reach Prometheus, and does not.
 """
 
 from __future__ import annotations
@@ -26,7 +36,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .clientmap import UNKNOWN, ClientMap, InvalidClientMap
-from .exporterspec import DEFAULT_METRICS_PORT, FAMILIES, LABELS, PREFIX
+from .exporterspec import (
+    DEFAULT_METRICS_PORT, FAMILIES, HOT_FILE_FLOOR_BYTES_PER_SECOND, HOT_FILES_SHOWN, LABELS, PREFIX,
+)
+from .fileload import FileLoad
 from ..xrootd.config import DEFAULT_EXPORTER_PORT
 from ..xrootd.monitoring import CacheTotals, FileStream, MalformedPacket, Summary, UserLogin, decode
 
@@ -128,6 +141,8 @@ class XCacheCollector(Collector):
         self.client_switches: frozenset[str] = frozenset()
         self.malformed = 0
         self.last_summary_at: float | None = None
+        self.file_load = FileLoad()
+        self.clock = time.time  # the clock `receive` is given; rates are read against it at scrape time
 
     def receive(self, packet: bytes, now: float) -> None:
         """Account for one datagram; never raises for bad input."""
@@ -142,6 +157,8 @@ class XCacheCollector(Collector):
         kind = _kind(decoded)
         with self.lock:
             self.totals.add(decoded)
+            for path, read_bytes in self.totals.clients.take_path_reads().items():
+                self.file_load.add(path, read_bytes, now)
             self.packets[kind] += 1
             if kind == "summary":
                 self.last_summary_at = now
@@ -165,6 +182,7 @@ class XCacheCollector(Collector):
                 yield from self._summary_metrics(labels, summary)
             if self.last_summary_at is not None:
                 yield _sample("last_summary_timestamp_seconds", labels, self.last_summary_at)
+            yield self._hot_files(labels)
         yield from self._space_metrics(labels)
 
     def _counters(self, labels: list[str], totals: CacheTotals) -> Iterator:
@@ -179,6 +197,12 @@ class XCacheCollector(Collector):
         for switch in sorted(self.client_switches | by_switch.keys() | {UNKNOWN}):
             served.add_metric([*labels, switch], by_switch.get(switch, 0))
         yield served
+
+    def _hot_files(self, labels: list[str]) -> GaugeMetricFamily:
+        family = _family("hot_file_read_bytes_per_second")
+        for path, rate in self.file_load.hottest(HOT_FILES_SHOWN, self.clock(), HOT_FILE_FLOOR_BYTES_PER_SECOND):
+            family.add_metric([*labels, path], rate)
+        return family
 
     def _packet_counters(self, labels: list[str]) -> Iterator:
         family = _family("monitoring_packets")

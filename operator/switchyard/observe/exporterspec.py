@@ -16,6 +16,9 @@ DEFAULT_METRICS_PORT = 9933  # the sidecar's /metrics
 CLIENT_MAP_DIR = "/etc/switchyard/clients"  # where the client map ConfigMap is mounted in the sidecar
 PREFIX = "switchyard_xcache_"
 LABELS = ("pool", "host", "switch")  # on every family, first
+# Hot files the exporter publishes, and the least rate that is published (1 kB/s: an idle file's series ends).
+HOT_FILES_SHOWN = 20
+HOT_FILE_FLOOR_BYTES_PER_SECOND = 1000.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,9 @@ FAMILIES = {f.name: f for f in (
     Family("disk_total_bytes", "gauge", "Size of each data disk.", ('path',)),
     Family("disk_used_bytes", "gauge", "Bytes used on each data disk.", ('path',)),
     Family("space_watermark_ratio", "gauge", "pfc.diskusage water marks of the data space.", ('space', 'mark')),
+    Family("hot_file_read_bytes_per_second", "gauge", f"Read rate of this cache's hottest files (at most "
+           f"{HOT_FILES_SHOWN}, by path; f-stream bytes read, decaying with a 60 s time constant); a file "
+           f"leaves below {HOT_FILE_FLOOR_BYTES_PER_SECOND:g} bytes/s.", ('path',)),
 )}
 
 

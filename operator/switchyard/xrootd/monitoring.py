@@ -12,7 +12,8 @@ Three UDP streams arrive from the cache on loopback:
     host an address since the config says `xrd.network nodnr`) and the
     f-stream ('f': file open with the reader's dictid, periodic transfer
     totals, close, user disconnect). Bytes read per file are attributed to the
-    client address of the user who opened it.
+    client address of the user who opened it, and to the file's path (the open
+    record's lfn, which `fstat ... lfn` in the config asks for).
 
 XRootD 5.5 reports a cold read with prefetching on as 100% hits (xrootd#2366),
 so bytes fetched from the origin are not b_miss: newer releases send b_todisk,
@@ -104,6 +105,7 @@ class UserLogin:
 class FileOpened:
     file_id: int
     user_id: int | None  # None when the open record carries no lfn (fstat without 'lfn')
+    path: str | None = None  # the lfn as the client named it; None without 'lfn'
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,9 @@ def _file_opened(file_id: int, flags: int, body: bytes) -> FileOpened:
     if len(body) < _OPEN_SIZE.size + _DICT_ID.size:
         raise MalformedPacket("f-stream open record without its user")
     (user_id,) = _DICT_ID.unpack_from(body, _OPEN_SIZE.size)
-    return FileOpened(file_id, user_id)
+    # The lfn is NUL-terminated and padded; a path the config cannot name is kept, its odd bytes replaced.
+    lfn = body[_OPEN_SIZE.size + _DICT_ID.size:].split(b"\x00", 1)[0].decode("utf-8", "replace")
+    return FileOpened(file_id, user_id, lfn or None)
 
 
 def _int(element: ET.Element | None, path: str) -> int | None:
@@ -321,6 +325,7 @@ class _FileSeen:
 class _OpenFile:
     client_switch: str
     counted: int = 0
+    path: str | None = None
 
 
 @dataclass
@@ -332,6 +337,10 @@ class ClientTotals:
     counted between labels). Transfer records carry a file's totals so far: only
     the growth since the last record is added. A file opened before the exporter
     started, or by a login it never saw, counts as UNKNOWN_SWITCH.
+
+    The same growth is added to `path_reads` under the file's path (when its open
+    record named one): the per-file read load, which the exporter drains after
+    every packet (`take_path_reads`) into its decaying rates, so it stays small.
     """
 
     switch_of: Callable[[str], str] = lambda host: UNKNOWN_SWITCH
@@ -339,6 +348,12 @@ class ClientTotals:
     by_switch: dict[str, int] = field(default_factory=dict)
     _users: OrderedDict[int, str] = field(default_factory=OrderedDict)
     _files: OrderedDict[int, _OpenFile] = field(default_factory=OrderedDict)
+    path_reads: dict[str, int] = field(default_factory=dict)
+
+    def take_path_reads(self) -> dict[str, int]:
+        """Bytes read per path since the last call."""
+        taken, self.path_reads = self.path_reads, {}
+        return taken
 
     def add(self, decoded: Decoded) -> None:
         if isinstance(decoded, UserLogin):
@@ -351,12 +366,14 @@ class ClientTotals:
         if isinstance(event, FileOpened):
             host = self._users.get(event.user_id) if event.user_id is not None else None
             switch = self.switch_of(host) if host is not None else UNKNOWN_SWITCH
-            _remember(self._files, event.file_id, _OpenFile(switch), self.max_tracked)
+            _remember(self._files, event.file_id, _OpenFile(switch, path=event.path), self.max_tracked)
         elif isinstance(event, FileRead):
             entry = self._files.get(event.file_id) or _OpenFile(UNKNOWN_SWITCH)
             if event.read_bytes > entry.counted:
-                self.by_switch[entry.client_switch] = (self.by_switch.get(entry.client_switch, 0)
-                                                       + event.read_bytes - entry.counted)
+                growth = event.read_bytes - entry.counted
+                self.by_switch[entry.client_switch] = self.by_switch.get(entry.client_switch, 0) + growth
+                if entry.path is not None:
+                    self.path_reads[entry.path] = self.path_reads.get(entry.path, 0) + growth
                 entry.counted = event.read_bytes
             if event.closed:
                 self._files.pop(event.file_id, None)

@@ -47,8 +47,25 @@ def test_captured_login_and_fstream_decode():
     login = decode((GOLDEN / "xrootd-5.5.3-user-login.bin").read_bytes())
     assert login == UserLogin(1, "[::127.0.0.1]")
     stream = decode((GOLDEN / "xrootd-5.5.3-fstream.bin").read_bytes())
-    assert stream == FileStream((FileOpened(2, 1), FileRead(2, 3145733, True), UserGone(1),
-                                 FileOpened(4, 3), FileRead(4, 3145733, True), UserGone(3)))
+    # xrootd 5.5.3 with `fstat ... lfn` (the rendered config) names the path in each open record.
+    assert stream == FileStream((FileOpened(2, 1, "/f.bin"), FileRead(2, 3145733, True), UserGone(1),
+                                 FileOpened(4, 3, "/f.bin"), FileRead(4, 3145733, True), UserGone(3)))
+
+
+def test_an_open_without_lfn_names_no_path():
+    record = struct.pack(">BBhIq", 1, 0, 16, 7, 100)
+    assert decode(_fstream(record)) == FileStream((FileOpened(7, None, None),))
+
+
+def test_bytes_read_are_counted_per_path_once_and_drained():
+    totals = CacheTotals()
+    for packet in (_login(1, "[::10.0.1.5]"),
+                   _fstream(_open(10, 1, b"/store/a.root\x00\x00\x00"), _open(11, 1, b"/b\x00\x00"), _xfr(10, 100)),
+                   _fstream(_xfr(10, 250, 50), _xfr(11, 7, closed=True), _xfr(99, 5))):
+        totals.add(decode(packet))
+    # File 10 grew 100 -> 300 (read + readv): its growth, once; file 99's open was never seen: no path.
+    assert totals.clients.take_path_reads() == {"/store/a.root": 300, "/b": 7}
+    assert totals.clients.take_path_reads() == {}
 
 
 def test_bytes_go_to_the_switch_of_the_reader_who_opened_the_file():
@@ -128,12 +145,17 @@ def test_bad_client_maps_are_refused(text):
         ClientMap.from_json(text)
 
 
-def _served(collector: XCacheCollector) -> dict[str, float]:
+def _by_label(collector: XCacheCollector, sample_name: str, label: str) -> dict[str, float]:
+    """label value -> value of the collector's samples named `sample_name`."""
     registry = CollectorRegistry()
     registry.register(collector)
     text = generate_latest(registry).decode()
-    return {s.labels["client_switch"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
-            if s.name == "switchyard_xcache_served_bytes_total"}
+    return {s.labels[label]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == sample_name}
+
+
+def _served(collector: XCacheCollector) -> dict[str, float]:
+    return _by_label(collector, "switchyard_xcache_served_bytes_total", "client_switch")
 
 
 def test_collector_serves_bytes_by_client_switch_and_follows_the_map_file(tmp_path):
@@ -155,3 +177,25 @@ def test_collector_serves_bytes_by_client_switch_and_follows_the_map_file(tmp_pa
     # sw2's counter stays (a counter never vanishes while the process lives); sw3 is new.
     assert _served(collector) == {"sw2": 300, "sw3": 5, UNKNOWN: 0}
     assert collector.packets["user"] == 1 and collector.packets["fstream"] == 2 and collector.malformed == 0
+
+
+def _hot_files(collector: XCacheCollector) -> dict[str, float]:
+    return _by_label(collector, "switchyard_xcache_hot_file_read_bytes_per_second", "path")
+
+
+def test_collector_serves_the_hottest_files_bounded_and_decaying():
+    collector = XCacheCollector(ExporterSettings("p", "h", "sw1", (), (), 0.9, 0.95))
+    collector.clock = lambda: 1000.0
+    assert _hot_files(collector) == {}
+    collector.receive(_login(1, "[::10.0.1.5]"), 1000.0)
+    opens = [_open(i, 1, f"/f{i:02d}".encode() + b"\x00") for i in range(30)]
+    collector.receive(_fstream(*opens), 1000.0)
+    # File i reads (i + 1) x 60 kB at once: its rate is that over tau (60 s), (i + 1) kB/s.
+    collector.receive(_fstream(*(_xfr(i, (i + 1) * 60_000) for i in range(30))), 1000.0)
+    hot = _hot_files(collector)
+    assert sorted(hot) == [f"/f{i:02d}" for i in range(10, 30)]  # the 20 hottest
+    assert hot["/f29"] == 30_000.0 and hot["/f10"] == 11_000.0
+    collector.clock = lambda: 1000.0 + 60.0 * 2.5  # e^-2.5 = 0.082: only files above 12.2 kB/s stay above 1 kB/s
+    assert sorted(_hot_files(collector)) == [f"/f{i:02d}" for i in range(12, 30)]
+    collector.clock = lambda: 1000.0 + 60.0 * 10
+    assert _hot_files(collector) == {}

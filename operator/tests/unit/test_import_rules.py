@@ -25,8 +25,8 @@ from switchyard.generate.layout import ANY, EXEMPTIONS, RULES, Rule
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "switchyard"
 PURE = ["api", "topology.py", "planner", "builders", "xrootd", "desired", "conditions.py", "rampup.py",
         "policy/hostpaths.py", "policy/imagepolicy.py", "policy/settings.py", "observe/exporterspec.py",
-        "observe/cachedisk.py", "observe/initreports.py", "observe/drift.py", "cli/render.py", "gateway/manifests.py",
-        "gateway/options.py"]
+        "observe/cachedisk.py", "observe/initreports.py", "observe/drift.py", "observe/fileload.py", "cli/render.py",
+        "gateway/manifests.py", "gateway/options.py"]
 FORBIDDEN_IN_PURE = ("kopf", "kubernetes", "switchyard.apply", "switchyard.handlers", "urllib3")
 
 
