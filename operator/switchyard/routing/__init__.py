@@ -28,6 +28,22 @@ read picks its caches from the ring of the moment it starts and keeps that
 failover order to its end. A file missing, unreadable or malformed keeps the
 last good ring (the variable's when the file never parsed) and is logged once.
 
+Hot files: beside the ring file, the same ConfigMap's `hot` key (a file
+`hot` in the ring file's directory; SWITCHYARD_CACHE_HOT_FILE names another)
+lists the files many readers open, one `replicas path` per line (`#` starts
+a comment line; `path` as the rule hashes it, below). The count comes first
+and the path is the rest of the line, so no path needs quoting (the pool's
+status forbids white space in it). Each reader reads such a file from one of
+its first `replicas` caches, picked by the reader's identity and the path
+(planner/hashing.py, steps 5-7), and keeps the ring's failover order past it.
+The reader's identity is SWITCHYARD_READER, else HOSTNAME (in a pod, the
+pod's name: unique among the fleet's workers and the same for the pod's whole
+life, so each worker keeps its pick and the fleet's workers spread), else the
+host's name. The file is re-read as the ring file is; missing (no hot file:
+the ConfigMap has no `hot` key), unreadable or malformed, no file is hot,
+which a read never fails on; a malformed one is logged once. Nothing in the
+pod's template names it, so publishing a hot list restarts no worker.
+
 `Router.from_env()` reads them; `Router.candidates(url)` is the ordered list
 of URLs to read a file from: in `local` routing the switch's endpoint; in
 `hashed` routing the ring's caches in the order of the planner's rule
@@ -56,6 +72,7 @@ import logging
 import math
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -71,6 +88,9 @@ RING_ENV = "SWITCHYARD_CACHE_RING"
 RING_FILE_ENV = "SWITCHYARD_CACHE_RING_FILE"
 RING_RECHECK_SECONDS = 5.0  # how often a ring file's path is stat'ed, at most: the kubelet refreshes in ~1 minute
 RULE_ENV = "SWITCHYARD_HASH_RULE"
+HOT_KEY = "hot"  # the hot list's key in the routing ConfigMap, so its file beside the ring file
+HOT_FILE_ENV = "SWITCHYARD_CACHE_HOT_FILE"  # another place for it (a client outside Kubernetes)
+READER_ENV = "SWITCHYARD_READER"  # the reader's identity for the hot-file rule; else HOSTNAME, the pod's name
 ORIGIN_MODE_ENV = "SWITCHYARD_CACHE_ORIGIN_MODE"
 SCHEMES = ("root", "roots", "xroot", "xroots")
 _TLS_SCHEMES = ("roots", "xroots")
@@ -149,30 +169,29 @@ def parse_ring(value: str, source: str = RING_ENV, *, allow_empty: bool = False)
     return tuple(caches.values())
 
 
-class RingFile:
-    """A ring file the kubelet refreshes (a ConfigMap key mounted as a directory), re-read when it changes.
+class MountedFile:
+    """A file the kubelet refreshes (a ConfigMap key mounted as a directory), re-read when it changes.
 
     `current()` costs a clock read, and a stat at most every `recheck` seconds: the file is parsed
-    again only when its path names another file (inode) or it was rewritten (mtime, size). What it
-    cannot read or parse keeps the last good ring (`fallback` until one parsed), logged once per
-    distinct problem."""
+    again only when its path names another file (inode) or it was rewritten (mtime, size). A problem
+    (unreadable, unparsable) is logged once per distinct problem; what the value becomes then is the
+    subclass's (`_unusable`)."""
 
-    def __init__(self, path: str, fallback: tuple[Cache, ...] = (), recheck: float = RING_RECHECK_SECONDS,
-                 clock=time.monotonic) -> None:
+    def __init__(self, path: str, fallback=None, recheck: float = RING_RECHECK_SECONDS, clock=time.monotonic) -> None:
         self.path, self.recheck, self._clock = path, recheck, clock
-        self._ring, self._seen, self._checked, self._problem = fallback, None, None, ""
+        self._value, self._seen, self._checked, self._problem = fallback, None, None, ""
         self._lock = threading.Lock()
         self.current()
 
-    def current(self) -> tuple[Cache, ...]:
+    def current(self):
         now = self._clock()
         if self._checked is not None and now - self._checked < self.recheck:
-            return self._ring
+            return self._value
         with self._lock:
             if self._checked is None or now - self._checked >= self.recheck:
                 self._checked = now
                 self._refresh()
-        return self._ring
+        return self._value
 
     def _refresh(self) -> None:
         try:
@@ -181,19 +200,94 @@ class RingFile:
             if seen == self._seen:
                 return
             with open(self.path, encoding="utf-8") as f:
-                ring = parse_ring(f.read(), f"{RING_FILE_ENV} {self.path}", allow_empty=True)
+                value = self._parse(f.read())
         except (OSError, UnicodeDecodeError, RoutingError) as error:
             problem = f"{type(error).__name__}: {error}"
-            if problem != self._problem:
-                kept = ",".join(c.name for c in self._ring) or "none"
-                log.warning("switchyard routing: cannot use the ring file %s (%s); keeping the last good ring (%s)",
-                            self.path, problem, kept)
-                self._problem = problem
+            self._unusable(error, problem, logged=problem == self._problem)
+            self._problem = problem
             return
-        if self._seen is not None and ring != self._ring:
-            log.info("switchyard routing: the ring file %s changed: %s", self.path,
-                     ",".join(f"{c.name}={c.weight:g}" for c in ring) or "no cache")
-        self._ring, self._seen, self._problem = ring, seen, ""
+        if self._seen is not None and value != self._value:
+            self._changed(value)
+        self._value, self._seen, self._problem = value, seen, ""
+
+    def _parse(self, text: str):
+        raise NotImplementedError
+
+    def _unusable(self, error: Exception, problem: str, logged: bool) -> None:
+        raise NotImplementedError
+
+    def _changed(self, value) -> None:
+        pass
+
+
+class RingFile(MountedFile):
+    """The ring file: what it cannot read or parse keeps the last good ring (`fallback` until one parsed)."""
+
+    def __init__(self, path: str, fallback: tuple[Cache, ...] = (), recheck: float = RING_RECHECK_SECONDS,
+                 clock=time.monotonic) -> None:
+        super().__init__(path, fallback, recheck, clock)
+
+    def current(self) -> tuple[Cache, ...]:
+        return super().current()
+
+    def _parse(self, text: str) -> tuple[Cache, ...]:
+        return parse_ring(text, f"{RING_FILE_ENV} {self.path}", allow_empty=True)
+
+    def _unusable(self, error: Exception, problem: str, logged: bool) -> None:
+        if not logged:
+            kept = ",".join(c.name for c in self._value) or "none"
+            log.warning("switchyard routing: cannot use the ring file %s (%s); keeping the last good ring (%s)",
+                        self.path, problem, kept)
+
+    def _changed(self, value: tuple[Cache, ...]) -> None:
+        log.info("switchyard routing: the ring file %s changed: %s", self.path,
+                 ",".join(f"{c.name}={c.weight:g}" for c in value) or "no cache")
+
+
+def parse_hot(value: str, source: str = HOT_FILE_ENV) -> dict[str, int]:
+    """A hot list (`replicas path` per line, `#` starts a comment line) → {path: replicas}.
+
+    `replicas` is an integer >= 2, `path` the rest of the line: the file's path as the rule hashes it
+    (file_path: one leading slash, no query), with no white space. Anything else is RoutingError."""
+    hot: dict[str, int] = {}
+    for number, line in enumerate(value.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        replicas, path = parts if len(parts) == 2 else ("", "")
+        if not replicas.isdigit() or int(replicas) < 2 or not path.startswith("/"):
+            raise RoutingError(f"{source}: line {number} {line!r} is not 'replicas path' (replicas >= 2, path /...)")
+        if path in hot:
+            raise RoutingError(f"{source}: {path!r} is listed twice")
+        hot[path] = int(replicas)
+    return hot
+
+
+class HotFile(MountedFile):
+    """The hot list's file: missing (the list is empty: the ConfigMap has no such key) or unusable, no
+    hot file, so every file is read from the ring's order; a read never fails on it."""
+
+    def __init__(self, path: str, recheck: float = RING_RECHECK_SECONDS, clock=time.monotonic) -> None:
+        super().__init__(path, {}, recheck, clock)
+
+    def current(self) -> dict[str, int]:
+        return super().current()
+
+    def _parse(self, text: str) -> dict[str, int]:
+        return parse_hot(text, f"hot list {self.path}")
+
+    def _unusable(self, error: Exception, problem: str, logged: bool) -> None:
+        if isinstance(error, FileNotFoundError):  # the list is empty
+            if self._value:
+                log.info("switchyard routing: the hot list %s is gone: no hot file", self.path)
+        elif not logged:
+            log.warning("switchyard routing: cannot use the hot list %s (%s); no hot file until it parses",
+                        self.path, problem)
+        self._value, self._seen = {}, None
+
+    def _changed(self, value: dict[str, int]) -> None:
+        log.info("switchyard routing: the hot list %s changed: %d hot file(s)", self.path, len(value))
 
 
 def file_path(url: str) -> str | None:
@@ -219,6 +313,8 @@ class Router:
     ring: tuple[Cache, ...] = field(default=())
     origin_mode: str = "fixed"  # the pool's origin.mode: "forward" puts the origin's URL in the path
     ring_file: RingFile | None = field(default=None, compare=False)  # when set, its current ring wins over `ring`
+    hot_file: HotFile | None = field(default=None, compare=False)  # the hot list: {path: replicas}
+    reader: str = ""  # who reads, for the hot-file rule (READER_ENV)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Router":
@@ -242,16 +338,20 @@ class Router:
             scheme, _, address = _address(endpoint, ENDPOINT_ENV)
             endpoint = f"{scheme}://{address}"
         ring: tuple[Cache, ...] = ()
-        ring_file = None
+        ring_file = hot_file = None
         if routing == "hashed" and (ring_text or ring_path):
             if rule and rule != HASH_RULE:
                 raise RoutingError(f"{RULE_ENV}: {rule!r} is a rule this client does not know (it applies {HASH_RULE})")
             ring = parse_ring(ring_text) if ring_text else ()
             ring_file = RingFile(ring_path, ring) if ring_path else None
+            hot_path = (env.get(HOT_FILE_ENV) or "").strip() or (os.path.join(os.path.dirname(ring_path), HOT_KEY)
+                                                                  if ring_path else "")
+            hot_file = HotFile(hot_path) if hot_path else None
         if endpoint is None and not ring and ring_file is None:
             needs = ENDPOINT_ENV if routing == "local" else f"{RING_FILE_ENV}, {RING_ENV} or {ENDPOINT_ENV}"
             raise RoutingError(f"{ROUTING_ENV} is {routing!r} but {needs} is not set")
-        return cls(routing, endpoint, ring, origin_mode, ring_file)
+        reader = (env.get(READER_ENV) or env.get("HOSTNAME") or "").strip() or socket.gethostname()
+        return cls(routing, endpoint, ring, origin_mode, ring_file, hot_file, reader)
 
     @property
     def active(self) -> bool:
@@ -262,14 +362,18 @@ class Router:
         return self.ring_file.current() if self.ring_file is not None else self.ring
 
     def caches(self, path: str) -> list[str]:
-        """host[:port] of the caches to read `path` from, in order (the rule's, in hashed routing).
+        """host[:port] of the caches to read `path` from, in order (the rule's, in hashed routing; for a
+        file of the hot list, this reader's order of it).
 
         The rule hashes each cache's name (its node name), the list holds their addresses."""
         ring = self.current_ring() if self.routing == "hashed" else ()
         if any(c.weight > 0 for c in ring):
             weights = {c.name: c.weight for c in ring}
             addresses = {c.name: c.address for c in ring}
-            return [addresses[name] for name in hashing().order(path, weights)]
+            rule = hashing()
+            replicas = self.hot_file.current().get(path, 0) if self.hot_file is not None else 0
+            order = rule.hot_order(path, weights, self.reader, replicas) if replicas else rule.order(path, weights)
+            return [addresses[name] for name in order]
         return [self.endpoint.split("://", 1)[1]] if self.endpoint else []
 
     def candidates(self, url: str) -> list[str]:
@@ -300,5 +404,5 @@ def candidates(url: str, environ: Mapping[str, str] | None = None) -> list[str]:
     return Router.from_env(environ).candidates(url)
 
 
-__all__ = ["HASH_RULE", "Cache", "RingFile", "Router", "RoutingError", "candidates", "file_path", "parse_ring",
-           "ring_entry", "route"]
+__all__ = ["HASH_RULE", "HOT_KEY", "Cache", "HotFile", "RingFile", "Router", "RoutingError", "candidates", "file_path",
+           "parse_hot", "parse_ring", "ring_entry", "route"]

@@ -6,7 +6,8 @@ For readers that are not Dask workers (a TaskVine task, a shell script):
 
 The routing comes from the worker's environment (SWITCHYARD_ROUTING,
 SWITCHYARD_CACHE_ENDPOINT, SWITCHYARD_CACHE_RING_FILE or SWITCHYARD_CACHE_RING,
-SWITCHYARD_HASH_RULE);
+SWITCHYARD_HASH_RULE; the hot list beside the ring file, read as this reader,
+SWITCHYARD_READER or HOSTNAME, reads it);
 without it each URL is printed as it is. `--all` prints every candidate, best
 first, one per line (the failover order). A malformed environment is a
 one-line error and exit status 2.
