@@ -283,6 +283,23 @@ class PoolDiskUsage(Model):
     observed_at: str = Field(default="", description="When the exporters were read (RFC 3339).")
 
 
+# The hot list the routing ConfigMaps publish (builders/workerfleet.py, key `hot`): bounded so the
+# ConfigMap stays far below its 1 MiB (256 lines of at most ~1 KiB) and each reader's lookup stays small.
+MAX_HOT_FILES = 256
+MAX_HOT_REPLICAS = 16
+
+
+class HotFile(Model):
+    """A file read often enough to get more than one home cache (planner/hashing.py, steps 5-7)."""
+
+    path: Annotated[str, StringConstraints(min_length=2, max_length=1024, pattern=r"^/[^/\s?#][^\s?#]*$")] = Field(
+        description="The file's path as the hashing rule hashes it: the URL's path with one leading slash, "
+                    "no query, no white space (a line of the routing ConfigMap's `hot` key).")
+    replicas: int = Field(ge=2, le=MAX_HOT_REPLICAS, description=(
+        "How many caches serve it: each reader reads it from one of the first `replicas` caches of its "
+        "ring order (capped at the ring's size), picked by a hash of the reader and the file."))
+
+
 class XCachePoolStatus(CommonStatus):
     """Observed state of an XCachePool."""
 
@@ -293,5 +310,8 @@ class XCachePoolStatus(CommonStatus):
     endpoint: str = Field(default="", description="The pool-wide Service address (host:port).")
     ring_out: list[NodeName] = Field(default=[], description="Planned hosts out of the published hash ring: no "
                                      "Ready cache pod on them (readers hash over the rest).")
+    hot_files: list[HotFile] = Field(default=[], max_length=MAX_HOT_FILES, description=(
+        "Files read from more than one cache, with their replica counts (written by the operator only): "
+        "published to the readers of the pool's fleets beside the ring; empty, every file has one home."))
     disk: PoolDiskUsage | None = Field(default=None, description="Disk usage of the data spaces; absent until the exporters were read.")
     plan: PoolPlan | None = Field(default=None, description="Where the facility places the hosts (written by the operator only).")
