@@ -14,7 +14,8 @@ switch with one kind keeps the single `<fleet>-<switch>`.
 
 What changes with the plan's ring (which caches, their weights, which switches
 have caches) is not in the pod template: it is the fleet's routing ConfigMap
-(`<fleet>-routing`, keys `ring` and `switches`), mounted as a directory at
+(`<fleet>-routing`, keys `ring` and `switches`, and `hot` while the pool's
+status lists hot files: build_routing_config), mounted as a directory at
 ROUTING_DIR in every worker of a fleet with a pool. The kubelet refreshes a
 directory mount (a `subPath` mount it never would) by swapping its `..data`
 symlink, and the routing client re-reads the file (switchyard.routing
@@ -48,7 +49,7 @@ from collections.abc import Mapping, Sequence
 
 from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, WorkerFleetSpec
 from ..api.plans import FleetPlan
-from ..routing import HASH_RULE, RING_FILE_ENV, ring_entry  # HASH_RULE: planner/hashing.py's, as workers are told it
+from ..routing import HASH_RULE, HOT_KEY, RING_FILE_ENV, ring_entry  # HASH_RULE: planner/hashing.py's, as workers are told it
 from .common import (COMPONENT_LABEL, FLEET_LABEL, GATEWAY_COMPONENT, SWITCH_LABEL, PolicyPeers, child_name,
                      dask_scheduler_probes, ingress_policy, labels, namespaces_peer, restricted_pod_security_context,
                      restricted_security_context, switch_affinity, tolerations)
@@ -187,18 +188,38 @@ def ring_entries(plan: FleetPlan, addresses: Mapping[str, str | None]) -> tuple[
     return entries, unaddressed
 
 
-def build_routing_config(fleet: str, plan: FleetPlan, addresses: Mapping[str, str | None]) -> dict | None:
-    """The fleet's routing ConfigMap (what its ring readers re-read), or None for a fleet without a pool."""
+def hot_list(pool: str, hot_files: Sequence[Mapping]) -> str | None:
+    """The `hot` key: `replicas path` per line, by path (a path listed twice keeps its most replicas);
+    None for no hot file, so a ConfigMap without hot files is the one of before hot files existed."""
+    replicas: dict[str, int] = {}
+    for hot in hot_files:
+        replicas[hot["path"]] = max(replicas.get(hot["path"], 0), int(hot["replicas"]))
+    if not replicas:
+        return None
+    # The count first and the path as the rest of the line: no path needs quoting (none has white space).
+    header = (f"# {HASH_RULE} hot files of XCachePool {pool}: replicas path, one per line; each reader reads "
+              "one from the first `replicas` caches of its ring order (planner/hashing.py, steps 5-7)")
+    return "".join(f"{line}\n" for line in [header, *(f"{k} {path}" for path, k in sorted(replicas.items()))])
+
+
+def build_routing_config(fleet: str, plan: FleetPlan, addresses: Mapping[str, str | None],
+                         hot_files: Sequence[Mapping] = ()) -> dict | None:
+    """The fleet's routing ConfigMap (what its ring readers re-read), or None for a fleet without a pool.
+
+    `hot_files`: the pool's status.hotFiles ({path, replicas}); none, no `hot` key."""
     if not plan.pool:
         return None
     entries, unaddressed = ring_entries(plan, addresses)
     header = [f"# {HASH_RULE} ring of XCachePool {plan.pool}: node@root://address:port=weight, one per line"]
     header += [f"# {node}: no InternalIP, named by its node name" for node in unaddressed]
+    data = {RING_KEY: "\n".join(header + entries) + "\n",
+            SWITCHES_KEY: "".join(f"{sw}\n" for sw in plan.cache_switches)}
+    if (hot := hot_list(plan.pool, hot_files)) is not None:
+        data[HOT_KEY] = hot
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": routing_config_name(fleet), "labels": labels("routing", fleet, **{FLEET_LABEL: fleet})},
-        "data": {RING_KEY: "\n".join(header + entries) + "\n",
-                 SWITCHES_KEY: "".join(f"{sw}\n" for sw in plan.cache_switches)},
+        "data": data,
     }
 
 

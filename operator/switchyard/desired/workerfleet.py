@@ -144,13 +144,15 @@ def routing_problem(intent: FleetIntent, routing: Mapping | None) -> cond.State 
 
 def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mapping[str, int],
                   workloads: Mapping[str, dict], settings: Settings, nodes: Sequence[NodeInfo] = (),
-                  routing: Mapping | None = None, cache_pods: Sequence[Mapping] = ()) -> FleetOutcome:
+                  routing: Mapping | None = None, cache_pods: Sequence[Mapping] = (),
+                  hot_files: Sequence[Mapping] = ()) -> FleetOutcome:
     """The workloads for `counts` (workers per switch the ramp-up reached) and the fleet's status.
 
     `nodes`: where the ring's cache hosts are reached (their InternalIPs) in the routing ConfigMap;
     `routing`: the verdict of the workers' routing check for the fleet's image (routing_verdict), if known;
     `cache_pods`: the pool's cache pods ({"node", "ready"}): a ring host with no Ready one is left out of the
-    routing ConfigMap (xcachepool.hosts_out), as the pool's status.ringOut says.
+    routing ConfigMap (xcachepool.hosts_out), as the pool's status.ringOut says;
+    `hot_files`: the pool's status.hotFiles ({path, replicas}), published beside the ring.
     """
     spec, plan = intent.spec, intent.plan
     children = build_fleet(name, namespace, spec, plan, helper_image=settings.exporter_image, counts=dict(counts),
@@ -158,7 +160,7 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
     addresses = {node.name: node.address for node in nodes}
     out = hosts_out(plan.cache_ring, cache_pods)
     published = plan.model_copy(update={"cache_ring": {h: w for h, w in plan.cache_ring.items() if h not in out}})
-    if (config := build_routing_config(name, published, addresses)) is not None:
+    if (config := build_routing_config(name, published, addresses, hot_files)) is not None:
         children.insert(0, config)  # applied before the Deployments whose pods mount it
     planned = plan.workers
     switches = [{"switch": sw, "desired": n, "started": counts.get(sw, 0),

@@ -71,6 +71,18 @@ def cache_pods_of(index, namespace: str, pool: str | None) -> list[dict]:
     return sorted(index.get((namespace, pool), []), key=lambda p: p["name"]) if pool else []
 
 
+@kopf.index(GROUP, VERSION, "xcachepools")
+def hot_files_index(body, **_):
+    """(namespace, pool) -> its status.hotFiles, for the pools that list any: the fleets publish them.
+    A pool whose list emptied maps to {}, which drops its entry (None would keep the old list)."""
+    hot = (body.get("status") or {}).get("hotFiles")
+    return {(body["metadata"]["namespace"], body["metadata"]["name"]): list(hot)} if hot else {}
+
+
+def hot_files_of(index, namespace: str, pool: str | None) -> list[dict]:
+    return next(iter(index.get((namespace, pool), [])), []) if pool else []
+
+
 def fleets_reading(fleet_index, namespace: str, pool: str) -> list[str]:
     """The WorkerFleets (names) whose plan reads through `pool`: those that publish its ring."""
     return sorted({f["metadata"]["name"] for store in fleet_index.values() for f in store

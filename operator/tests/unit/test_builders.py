@@ -311,6 +311,30 @@ def test_a_re_plan_that_only_changes_the_ring_changes_the_configmap_not_the_depl
     assert "SWITCHYARD_CACHE_RING\"" not in deployments[0] and "10.0.1.5" not in deployments[0]
 
 
+def test_the_hot_list_is_a_key_of_its_own_only_while_the_pool_lists_hot_files():
+    """No hot file: the ConfigMap of before hot files existed, byte for byte (nothing running changes)."""
+    from switchyard.builders.workerfleet import build_routing_config
+
+    plan = FleetPlan.model_validate({"facility": "af", "workers": {"sw1": 2}, "pool": "af-xc", "cacheSwitches": ["sw1"],
+                                     "routing": {"sw1": "hashed"}, "hashed": {"sw1": 2},
+                                     "cacheRing": {"sw1-c-0": 1.0, "sw1-c-1": 1.0}})
+    addresses = {"sw1-c-0": "10.0.1.5", "sw1-c-1": "10.0.1.6"}
+    today = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": build_routing_config("f", plan, addresses)["metadata"],
+             "data": {"ring": "# rendezvous-sha256-v1 ring of XCachePool af-xc: node@root://address:port=weight, one "
+                              "per line\nsw1-c-0@root://10.0.1.5:1094=1\nsw1-c-1@root://10.0.1.6:1094=1\n",
+                      "switches": "sw1\n"}}
+    assert json.dumps(build_routing_config("f", plan, addresses), sort_keys=True) == json.dumps(today, sort_keys=True)
+    assert build_routing_config("f", plan, addresses, ()) == today
+    hot = build_routing_config("f", plan, addresses, [{"path": "/store/z.root", "replicas": 2},
+                                                      {"path": "/store/a.root", "replicas": 3},
+                                                      {"path": "/store/z.root", "replicas": 5}])
+    assert {k: v for k, v in hot["data"].items() if k != "hot"} == today["data"]
+    lines = hot["data"]["hot"].splitlines()
+    assert lines[0].startswith("# rendezvous-sha256-v1 hot files of XCachePool af-xc: replicas path, one per line")
+    assert lines[1:] == ["3 /store/a.root", "5 /store/z.root"]  # by path; a path listed twice: its most replicas
+
+
 def test_a_fleet_without_a_pool_gets_no_routing_configmap_nor_mount():
     from switchyard.builders.workerfleet import build_routing_config
 

@@ -520,6 +520,21 @@ def test_the_fleets_routing_configmap_leaves_out_a_host_whose_cache_pod_is_not_r
     assert published(()) == hosts                                                     # none read yet
 
 
+def test_the_pools_hot_files_are_published_beside_the_ring_and_none_leaves_the_configmap_as_it_was():
+    got = intent()
+
+    def config(**kw):
+        out = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, **kw)
+        return next(c for c in out.children if c["kind"] == "ConfigMap")
+
+    before = config()
+    assert set(before["data"]) == {"ring", "switches"}
+    assert config(hot_files=[]) == before
+    hot = config(hot_files=[{"path": "/store/b.root", "replicas": 2}, {"path": "/store/a.root", "replicas": 3}])
+    assert {k: v for k, v in hot["data"].items() if k != "hot"} == before["data"]
+    assert hot["data"]["hot"].splitlines()[1:] == ["3 /store/a.root", "2 /store/b.root"]
+
+
 def test_the_pool_says_which_hosts_are_out_of_the_ring_and_posts_an_event_when_that_changes():
     c = pool_child()
     hosts = sorted(h for hs in c["status"]["plan"]["hosts"].values() for h in hs)

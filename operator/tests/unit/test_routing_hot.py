@@ -120,3 +120,37 @@ def test_switchyard_route_spreads_a_hot_file_by_reader(volume):
             [ADDRESS[n] for n in hashing.hot_order(HOT, RING, reader, 3)]
         firsts.add(out[0])
     assert len(firsts) > 1
+
+
+def test_the_hot_list_a_fleet_builder_writes_is_what_the_client_reads(tmp_path):
+    from switchyard.api.plans import FleetPlan
+    from switchyard.builders.workerfleet import build_routing_config, cache_env
+
+    plan = FleetPlan(facility="af", workers={"sw1": 2}, hashed={"sw1": 2}, pool="af-xc", cache_switches=["sw1", "sw2"],
+                     routing={"sw1": "hashed"}, cache_ring=RING)
+    config = build_routing_config("f", plan, ADDRESS, [{"path": HOT, "replicas": 3}, {"path": FILES[9], "replicas": 2}])
+    env = {e["name"]: e["value"] for e in cache_env(plan, "ns", "sw1", "hashed")}
+    assert env["SWITCHYARD_CACHE_RING_FILE"] == "/etc/switchyard/routing/ring"  # the hot list: .../hot beside it
+    assert "SWITCHYARD_CACHE_HOT_FILE" not in env and "SWITCHYARD_READER" not in env  # the template is unchanged
+    volume = KubeletVolume(tmp_path / "routing")
+    volume.publish(config["data"])
+    router = Router.from_env({**env, "SWITCHYARD_CACHE_RING_FILE": str(volume.root / "ring"), "HOSTNAME": "f-sw1-x"})
+    assert router.hot_file.current() == {HOT: 3, FILES[9]: 2}
+    assert hosts(router, HOT) == [ADDRESS[n] for n in hashing.hot_order(HOT, RING, "f-sw1-x", 3)]
+
+
+def test_the_operators_index_of_hot_files_forgets_a_list_that_emptied():
+    """kopf keeps an object's indexed value when its index function returns None: an emptied list must drop."""
+    from kopf._core.engines.indexing import OperatorIndexer
+
+    from switchyard.handlers.indexes import hot_files_index, hot_files_of
+
+    def pool(hot):
+        return {"metadata": {"namespace": "ns", "name": "af-xc"}, "status": {"hotFiles": hot} if hot else {}}
+
+    indexer, key = OperatorIndexer(), ("ns", "af-xc", "uid")
+    indexer.replace(key, hot_files_index(body=pool([{"path": HOT, "replicas": 3}])))
+    assert hot_files_of(indexer.index, "ns", "af-xc") == [{"path": HOT, "replicas": 3}]
+    assert hot_files_of(indexer.index, "ns", None) == [] and hot_files_of(indexer.index, "ns", "other") == []
+    indexer.replace(key, hot_files_index(body=pool([])))
+    assert hot_files_of(indexer.index, "ns", "af-xc") == []
