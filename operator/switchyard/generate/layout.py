@@ -57,9 +57,11 @@ RULES: tuple[Rule, ...] = (
     Rule(("observe/exporterspec.py",), "the exporter's port, arguments and metric families",
          ("api/", "xrootd/", "observe/clientmap.py")),
     Rule(("desired/",), "desired state per kind: `desired_facility`, `desired_pool`, `fleet_intent` + "
-         "`desired_fleet`",
+         "`desired_fleet`; `hotfiles.py`, a pool's hot files and their replica counts from the exporters' "
+         "per-file read rates",
          ("api/", "topology.py", "planner/", "builders/", "xrootd/", "observe/clientmap.py", *SMALL_PURE,
-          "policy/settings.py", "routing/check.py")),
+          "policy/settings.py", "routing/check.py", "observe/exporterspec.py"),
+         "`observe.exporterspec` for the name of the exporter's per-file gauge"),
     Rule(SMALL_PURE, "small pure pieces (condition states, the admin's allowlists, disk reports, what init "
          "containers reported in their pods' status, prediction drift (observed served Gbps per switch and "
          "uplink loads per direction against the plan's, and the sustained `PredictionDrift` verdict), "

@@ -1,0 +1,188 @@
+"""Hot files of one XCachePool's ring: which files get more than one home, and how many (pure).
+
+Readers apply the published list with planner/hashing.py's steps 5-7: a file
+listed with k replicas is read from its first k caches of the rendezvous
+order, each taking about 1/k of its readers. This module decides the list
+from what the cache hosts' exporters measure
+(`switchyard_xcache_hot_file_read_bytes_per_second{path}`, read by
+`file_rates`) and what the plan gives each host.
+
+The rule. For each file f: L(f) = its read Gbps summed over every host of the
+pool (wherever readers took it from), home(f) = its first cache of the ring,
+cap(h) = what host h can serve (serveGbps, capped by its NIC), planned(h) =
+what the plan has h serve, served(h) = what h serves now.
+
+1. Enter: an unlisted file enters when L(f) >= enter_share x cap(home), or,
+   while its home serves more than planned (served > planned), when
+   L(f) >= overloaded_share x cap(home).
+2. Stay: a listed file stays while L(f) >= leave_share x cap(home);
+   leave_share is well below both entry thresholds (a factor of 2 below the
+   lower by default).
+3. Bound: at most max_files files, the hottest by L, a listed file counted
+   at `incumbent_weight` x L (2 by default), so a newcomer displaces a listed
+   file only when that much hotter; ties by path.
+4. Replicas, hottest file first (ties by path), each file's homes being its
+   first k caches of the ring: k is the least k >= 2 (at most max_replicas
+   and the ring's size) such that every one of those homes keeps
+   (a) L/k <= spread_share x cap(h), and (b) the hot-file load already placed
+       on h, plus L/k, <= cap(h): no cache above its cap by hot-file load alone.
+   A listed file keeps its previous k while that k still meets (b) and lies
+   between that least k and k_roomy, the least k meeting (a) with
+   shrink_share (< spread_share) in place of spread_share: k grows as soon
+   as it must, and shrinks, to k_roomy, only when fewer replicas than before
+   would leave each home at most shrink_share of its cap.
+   When no k meets (b) the file gets the k whose busiest home is least
+   loaded (the list cannot do better; the plan's caps are short).
+5. The list is returned sorted by path, so an unchanged list publishes
+   unchanged text.
+
+Why it does not oscillate: L(f) sums the file's reads over every host, so
+the list and the replica counts, which only move readers between the file's
+homes, do not change the L(f) the next call measures; a file enters and
+leaves on its own load crossing thresholds a factor of 2 or more apart
+(entry at >= 0.10-0.25 of its home's cap, leave below 0.05), and its k moves
+on bands (spread_share against shrink_share) the same way. The home's
+overload (rule 1, the only input the list itself changes) is used for entry
+only: once listed, a file leaves only when its own load has fallen below
+leave_share, whatever the split did to its home. The exporters' rates decay
+(tau 60 s, observe/fileload.py), so a file's L falls when its reads stop and
+the file leaves within minutes; noise that stays within the bands changes
+nothing. One coupling is left, and bounded: each exporter publishes its top
+20 files, so a replicated file's 1/k share on a busy host may be unseen and
+L under-read by that share; the factor of 2 between entry and leave covers a
+k-way split's under-reading up to half the load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..observe.exporterspec import PREFIX
+from ..planner import hashing
+
+HOT_FILE_SAMPLE = PREFIX + "hot_file_read_bytes_per_second"
+BITS_PER_BYTE_GIGA = 8 / 1e9  # bytes/s -> Gbps
+
+
+@dataclass(frozen=True)
+class HotFile:
+    path: str
+    replicas: int
+
+
+@dataclass(frozen=True)
+class HostBudget:
+    """One cache host of the ring: what it can serve, what the plan has it serve, what it serves now (Gbps)."""
+
+    cap_gbps: float
+    planned_gbps: float
+    served_gbps: float | None = None  # None: the sum of its files' rates stands in
+
+
+@dataclass(frozen=True)
+class HotFileRules:
+    enter_share: float = 0.25       # of the home's cap: a file this hot enters
+    overloaded_share: float = 0.10  # of the home's cap: enough to enter while the home serves above its plan
+    leave_share: float = 0.05       # of the home's cap: a listed file this cold leaves
+    spread_share: float = 0.25      # of each home's cap: the most a replica of one file may take
+    shrink_share: float = 0.15      # of each home's cap: k shrinks only when one fewer keeps each home this low
+    max_files: int = 64
+    max_replicas: int = 8
+    incumbent_weight: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.leave_share < min(self.enter_share, self.overloaded_share):
+            raise ValueError("leave_share must be positive and below both entry shares")
+        if not 0 < self.shrink_share < self.spread_share <= 1:
+            raise ValueError("shrink_share must be positive and below spread_share, at most 1")
+        if self.max_files < 0 or self.max_replicas < 2 or self.incumbent_weight < 1:
+            raise ValueError("max_files >= 0, max_replicas >= 2 and incumbent_weight >= 1")
+
+
+def file_rates(texts: Iterable[str], pool: str) -> dict[str, dict[str, float]]:
+    """host -> path -> read Gbps of `pool`'s files, from exporters' /metrics texts (one that does not parse
+    adds nothing)."""
+    out: dict[str, dict[str, float]] = {}
+    for text in texts:
+        try:
+            samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+        except ValueError:
+            continue
+        for sample in samples:
+            if sample.name == HOT_FILE_SAMPLE and sample.labels.get("pool") == pool and "path" in sample.labels:
+                out.setdefault(sample.labels.get("host", ""), {})[sample.labels["path"]] = (
+                    sample.value * BITS_PER_BYTE_GIGA)
+    return out
+
+
+def hot_files(rates: Mapping[str, Mapping[str, float]], budgets: Mapping[str, HostBudget],
+              weights: Mapping[str, float], previous: Iterable[HotFile] = (),
+              rules: HotFileRules = HotFileRules()) -> tuple[HotFile, ...]:
+    """The pool's hot files with their replica counts (the module docstring's rule), sorted by path.
+
+    `rates`: host -> path -> read Gbps (`file_rates`); `budgets`: each ring host's budget; `weights`: the
+    pool's ring (`Plan.hash_weights[pool]`; hosts without a budget are left out of it); `previous`: the list
+    this returned last time.
+    """
+    ring = {host: weight for host, weight in weights.items() if weight > 0 and host in budgets}
+    if len(ring) < 2:
+        return ()
+    load = _file_loads(rates)
+    before = {f.path: f.replicas for f in previous}
+    served = {host: b.served_gbps if b.served_gbps is not None else sum(rates.get(host, {}).values())
+              for host, b in budgets.items()}
+    orders = {path: hashing.order(path, ring) for path in load}
+    listed = [path for path in load if _is_hot(path, load[path], budgets[orders[path][0]],
+                                                served[orders[path][0]], path in before, rules)]
+    rank = sorted(listed, key=lambda p: (-load[p] * (rules.incumbent_weight if p in before else 1.0), p))
+    kept = sorted(rank[:rules.max_files], key=lambda p: (-load[p], p))
+    placed: dict[str, float] = dict.fromkeys(ring, 0.0)
+    out = []
+    for path in kept:
+        replicas = _replicas(load[path], orders[path], budgets, placed, before.get(path), rules)
+        for host in orders[path][:replicas]:
+            placed[host] += load[path] / replicas
+        out.append(HotFile(path, replicas))
+    return tuple(sorted(out, key=lambda f: f.path))
+
+
+def _file_loads(rates: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """path -> its Gbps summed over every host."""
+    load: dict[str, float] = {}
+    for by_path in rates.values():
+        for path, gbps in by_path.items():
+            if gbps > 0:
+                load[path] = load.get(path, 0.0) + gbps
+    return load
+
+
+def _is_hot(path: str, gbps: float, home: HostBudget, home_served: float, listed: bool,
+            rules: HotFileRules) -> bool:
+    if listed:
+        return gbps >= rules.leave_share * home.cap_gbps
+    overloaded = home_served > home.planned_gbps
+    return gbps >= (rules.overloaded_share if overloaded else rules.enter_share) * home.cap_gbps
+
+
+def _replicas(gbps: float, order: Sequence[str], budgets: Mapping[str, HostBudget], placed: Mapping[str, float],
+              previous: int | None, rules: HotFileRules) -> int:
+    """Rule 4: the file's k."""
+    candidates = range(2, min(rules.max_replicas, len(order)) + 1)
+
+    def fits(k: int, share: float) -> bool:
+        return all(gbps / k <= share * budgets[h].cap_gbps and placed[h] + gbps / k <= budgets[h].cap_gbps
+                   for h in order[:k])
+
+    least = next((k for k in candidates if fits(k, rules.spread_share)), None)
+    if least is None:   # the caps are short: the k whose busiest home is least loaded
+        return min(candidates, key=lambda k: (max((placed[h] + gbps / k) / budgets[h].cap_gbps
+                                                  for h in order[:k]), k))
+    roomy = next((k for k in candidates if fits(k, rules.shrink_share)), candidates[-1])
+    if previous is None:
+        return least
+    if previous > roomy:
+        return roomy
+    return previous if previous >= least and fits(previous, 1.0) else least
