@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
+import time
 
 import pytest
 from prom import run_prometheus
@@ -13,6 +15,7 @@ from xrootd_fixtures import (
 )
 
 from switchyard.observe.exporterspec import exporter_args
+from switchyard.observe.fileload import TAU_SECONDS
 
 pytestmark = pytest.mark.integration
 
@@ -47,11 +50,12 @@ def served(xrd_base, xrootd_account):
         data = os.urandom(3 * MIB + 5)
         lfn = origin.put("served.bin", data)
         before = origin.bytes_sent_now()
+        reads_began = time.time()
         for attempt in ("cold", "warm"):
             result = xrdcp(cache.url_for(lfn), xrd_base / f"{attempt}.bin")
             assert result.returncode == 0, result.stderr
         origin_sent = origin.bytes_sent_now() - before
-        yield exporter, udp_port, len(data), origin_sent
+        yield exporter, udp_port, len(data), origin_sent, reads_began
     finally:
         cache.daemon.stop()
         exporter.stop()
@@ -60,7 +64,7 @@ def served(xrd_base, xrootd_account):
 
 
 def test_exporter_metrics_show_the_bytes(served):
-    exporter, udp_port, size, origin_sent = served
+    exporter, udp_port, size, origin_sent, reads_began = served
 
     def both_reads_reported() -> bool:
         samples = _samples(exporter.scrape())
@@ -89,6 +93,20 @@ def test_exporter_metrics_show_the_bytes(served):
     assert samples["switchyard_xcache_space_watermark_ratio{mark=high,space=data}"] == 0.9
     assert samples["switchyard_xcache_monitoring_malformed_packets_total{}"] == 0
 
+    # The file's read load: its path (the open record's lfn) with a decaying rate of the bytes read.
+    # Every f-stream byte here is this file's, so the rate is at most those bytes over tau, and at least
+    # that much decayed for the time since the reads began.
+    wait_until(lambda: sum(v for k, v in _samples(exporter.scrape()).items()
+                           if k.startswith("switchyard_xcache_served_bytes_total")) >= 2 * size,
+               timeout=30, interval=0.5, what="both reads in the f-stream")
+    samples = _samples(exporter.scrape())
+    elapsed = time.time() - reads_began
+    read_bytes = sum(v for k, v in samples.items() if k.startswith("switchyard_xcache_served_bytes_total"))
+    hot = {k: v for k, v in samples.items() if k.startswith("switchyard_xcache_hot_file_read_bytes_per_second")}
+    assert list(hot) == ["switchyard_xcache_hot_file_read_bytes_per_second{path=/served.bin}"], hot
+    rate = hot["switchyard_xcache_hot_file_read_bytes_per_second{path=/served.bin}"]
+    assert read_bytes / TAU_SECONDS * math.exp(-elapsed / TAU_SECONDS) <= rate <= read_bytes / TAU_SECONDS
+
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
         for junk in (b"\x00\x01garbage", b"<statistics><stats id='link'>", b'{"event":"file_close"}'):
             sender.sendto(junk, ("127.0.0.1", udp_port))
@@ -100,7 +118,7 @@ def test_exporter_metrics_show_the_bytes(served):
 
 def test_prometheus_scrapes_the_exporter(served, xrd_base):
     require("prometheus")
-    exporter, _, size, _ = served
+    exporter, _, size, _, _ = served
     with run_prometheus([f"127.0.0.1:{exporter.metrics_port}"], xrd_base) as prom:
         prom.wait_for(prom.targets_up, timeout=60, what="the exporter target to be up")
         selector = ",".join(f'{k}="{v}"' for k, v in LABELS.items())
