@@ -126,6 +126,8 @@ def _monitoring(exporter_port: int, report_interval_seconds: int) -> list[str]:
         "# what: user logins (client address) and the f-stream (file opens with",
         "# the reader, bytes read so far every interval, closes).",
         f"xrd.report {dest} every {report_interval_seconds}s all",
+        # 'lfn': each open record names its file and reader (the exporter's per-file read load, the hot
+        # files, needs the path); 'xfr 1': each open file's bytes read so far, every interval.
         f"xrootd.monitor all flush {report_interval_seconds}s ident off"
         f" fstat {report_interval_seconds}s lfn xfr 1 dest fstat user pfc {dest}",
         f"xrootd.mongstream pfc use flush {report_interval_seconds}s send json dflthdr {dest}",

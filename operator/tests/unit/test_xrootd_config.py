@@ -84,6 +84,9 @@ def test_monitoring_aims_at_the_exporter_port():
     text = render_config(_pool("minimal"), exporter_port=19931, report_interval_seconds=3)
     assert "xrd.report 127.0.0.1:19931 every 3s all" in text
     assert re.search(r"^xrootd\.monitor .* dest fstat user pfc 127\.0\.0\.1:19931$", text, flags=re.M)
+    # The f-stream's open records name the file (the per-file read load needs its path), and its
+    # transfer records come every interval.
+    assert re.search(r"^xrootd\.monitor .* fstat 3s lfn xfr 1 ", text, flags=re.M)
     assert re.search(r"^xrootd\.mongstream pfc use .* 127\.0\.0\.1:19931$", text, flags=re.M)
 
 
