@@ -53,6 +53,12 @@ order past its pick, and a cache lost from the ring moves only the readers
 that picked it. The first n caches are the file's own top of the ring, so
 growing k adds homes and keeps the old ones. The b"reader" prefix keeps d
 apart from step 2's digests, even for a reader named like a cache.
+
+Worked example (tests/unit/test_hashing.py checks it): ring sw1-c-0=1,
+sw1-c-1=1, sw2-c-0=2, sw3-c-0=1 and path /store/data/Run2024/hot.root give
+O = [sw2-c-0, sw3-c-0, sw1-c-1, sw1-c-0]. With k = 3, reader `reader-a` has
+g = 0x1806389fb2e756e3, i = 1, order [sw3-c-0, sw2-c-0, sw1-c-1, sw1-c-0];
+`reader-b`: g = 0x3178168802199d37, i = 2, [sw1-c-1, sw2-c-0, sw3-c-0, sw1-c-0].
 """
 
 from __future__ import annotations
