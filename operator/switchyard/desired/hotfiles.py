@@ -59,18 +59,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
+from ..api.xcachepool import MAX_HOT_FILES, MAX_HOT_REPLICAS, HotFile
 from ..observe.exporterspec import PREFIX
 from ..planner import hashing
 
 HOT_FILE_SAMPLE = PREFIX + "hot_file_read_bytes_per_second"
 BITS_PER_BYTE_GIGA = 8 / 1e9  # bytes/s -> Gbps
-
-
-@dataclass(frozen=True)
-class HotFile:
-    path: str
-    replicas: int
 
 
 @dataclass(frozen=True)
@@ -98,8 +94,10 @@ class HotFileRules:
             raise ValueError("leave_share must be positive and below both entry shares")
         if not 0 < self.shrink_share < self.spread_share <= 1:
             raise ValueError("shrink_share must be positive and below spread_share, at most 1")
-        if self.max_files < 0 or self.max_replicas < 2 or self.incumbent_weight < 1:
-            raise ValueError("max_files >= 0, max_replicas >= 2 and incumbent_weight >= 1")
+        if not (0 <= self.max_files <= MAX_HOT_FILES and 2 <= self.max_replicas <= MAX_HOT_REPLICAS
+                and self.incumbent_weight >= 1):
+            raise ValueError(f"max_files in 0..{MAX_HOT_FILES}, max_replicas in 2..{MAX_HOT_REPLICAS} (what "
+                             "status.hotFiles holds) and incumbent_weight >= 1")
 
 
 def file_rates(texts: Iterable[str], pool: str) -> dict[str, dict[str, float]]:
@@ -125,7 +123,7 @@ def hot_files(rates: Mapping[str, Mapping[str, float]], budgets: Mapping[str, Ho
 
     `rates`: host -> path -> read Gbps (`file_rates`); `budgets`: each ring host's budget; `weights`: the
     pool's ring (`Plan.hash_weights[pool]`; hosts without a budget are left out of it); `previous`: the list
-    this returned last time.
+    this returned last time (the pool's status.hotFiles). The result is what status.hotFiles holds.
     """
     ring = {host: weight for host, weight in weights.items() if weight > 0 and host in budgets}
     if len(ring) < 2:
@@ -145,18 +143,27 @@ def hot_files(rates: Mapping[str, Mapping[str, float]], budgets: Mapping[str, Ho
         replicas = _replicas(load[path], orders[path], budgets, placed, before.get(path), rules)
         for host in orders[path][:replicas]:
             placed[host] += load[path] / replicas
-        out.append(HotFile(path, replicas))
+        out.append(HotFile(path=path, replicas=replicas))
     return tuple(sorted(out, key=lambda f: f.path))
 
 
 def _file_loads(rates: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """path -> its Gbps summed over every host."""
+    """path -> its Gbps summed over every host, for the paths status.hotFiles can hold."""
     load: dict[str, float] = {}
     for by_path in rates.values():
         for path, gbps in by_path.items():
             if gbps > 0:
                 load[path] = load.get(path, 0.0) + gbps
-    return load
+    return {path: gbps for path, gbps in load.items() if _publishable(path)}
+
+
+def _publishable(path: str) -> bool:
+    """Whether readers can be told the path (a white space or query in it, say, could not be a line of `hot`)."""
+    try:
+        HotFile(path=path, replicas=2)
+    except ValidationError:
+        return False
+    return True
 
 
 def _is_hot(path: str, gbps: float, home: HostBudget, home_served: float, listed: bool,

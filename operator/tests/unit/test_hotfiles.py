@@ -9,11 +9,16 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
-from switchyard.desired.hotfiles import HostBudget, HotFile, HotFileRules, file_rates, hot_files
+from switchyard.api.xcachepool import HotFile
+from switchyard.desired.hotfiles import HostBudget, HotFileRules, file_rates, hot_files
 from switchyard.observe.exporter import ExporterSettings, XCacheCollector
 from switchyard.planner import hashing
 
 RULES = HotFileRules()
+
+
+def _hot(path: str, replicas: int) -> HotFile:
+    return HotFile(path=path, replicas=replicas)
 CAP = 10.0
 
 
@@ -83,13 +88,13 @@ def test_the_result_is_deterministic_whatever_the_input_order():
 def test_a_single_very_hot_file_gets_the_least_k_that_spreads_it(gbps, replicas):
     ring = _ring(8)
     listed = hot_files(_at_homes({"/hot": gbps}, ring), _budgets(ring), ring)
-    assert listed == (() if replicas is None else (HotFile("/hot", replicas),))
+    assert listed == (() if replicas is None else (_hot("/hot", replicas),))
 
 
 def test_a_file_too_hot_for_every_cap_gets_the_k_whose_busiest_home_is_least_loaded():
     ring = _ring(3)
     listed = hot_files({"host-0": {"/hot": 45.0}}, _budgets(ring), ring)
-    assert listed == (HotFile("/hot", 3),)  # 15 Gbps each: over the cap, the best the ring allows
+    assert listed == (_hot("/hot", 3),)  # 15 Gbps each: over the cap, the best the ring allows
 
 
 def test_replicas_of_many_hot_files_respect_each_cache_cap():
@@ -107,19 +112,19 @@ def test_a_file_enters_at_a_lower_share_while_its_home_serves_above_its_plan():
     calm = _budgets(ring, planned=5.0, served=4.0)
     assert hot_files(rates, calm, ring) == ()
     overloaded = {**calm, home: HostBudget(CAP, 5.0, 6.0)}
-    assert hot_files(rates, overloaded, ring) == (HotFile("/warm", 2),)
+    assert hot_files(rates, overloaded, ring) == (_hot("/warm", 2),)
     # Without an observed total, the home's reported file rates stand in for it (1.2 < 5: not overloaded).
     assert hot_files(rates, _budgets(ring, served=None), ring) == ()
     # Listed, it stays when the split brings its home back under its plan: leaving needs its own load to fall.
-    assert hot_files(rates, calm, ring, previous=(HotFile("/warm", 2),)) == (HotFile("/warm", 2),)
+    assert hot_files(rates, calm, ring, previous=(_hot("/warm", 2),)) == (_hot("/warm", 2),)
 
 
 def test_a_files_load_is_summed_over_every_host_that_serves_it():
     ring = _ring(4)
-    listed = (HotFile("/hot", 2),)
+    listed = (_hot("/hot", 2),)
     first, second = hashing.order("/hot", ring)[:2]
     split = {first: {"/hot": 1.5}, second: {"/hot": 1.5}}
-    assert hot_files(split, _budgets(ring), ring) == (HotFile("/hot", 2),)  # 3 Gbps in all: hot
+    assert hot_files(split, _budgets(ring), ring) == (_hot("/hot", 2),)  # 3 Gbps in all: hot
     assert hot_files(split, _budgets(ring), ring, listed) == hot_files(_at_homes({"/hot": 3.0}, ring),
                                                                       _budgets(ring), ring, listed)
 
@@ -139,9 +144,9 @@ def test_the_list_decays_with_the_load_over_successive_calls():
 @pytest.mark.parametrize("previous, expected", [(None, 4), (2, 4), (4, 4), (5, 5), (6, 6), (7, 6), (8, 6)])
 def test_replica_counts_move_on_bands(previous, expected):
     ring = _ring(8)
-    before = () if previous is None else (HotFile("/hot", previous),)
+    before = () if previous is None else (_hot("/hot", previous),)
     # 8 Gbps: the least k with 8/k <= 2.5 is 4, the least with 8/k <= 1.5 is 6: a previous k in 4..6 stays.
-    assert hot_files(_at_homes({"/hot": 8.0}, ring), _budgets(ring), ring, before) == (HotFile("/hot", expected),)
+    assert hot_files(_at_homes({"/hot": 8.0}, ring), _budgets(ring), ring, before) == (_hot("/hot", expected),)
 
 
 def test_noise_around_the_thresholds_does_not_flap_the_list():
@@ -162,13 +167,11 @@ def test_noise_around_the_thresholds_does_not_flap_the_list():
 
 def test_the_list_is_bounded_and_a_newcomer_must_be_twice_as_hot_to_displace():
     ring = _ring(8)
-    rules = HotFileRules(max_files=3)
-    incumbents = {"/a": 3.0, "/b": 3.0, "/c": 3.0}
-    listed = hot_files(_at_homes(incumbents, ring), _budgets(ring, cap=100.0), ring,
-                       rules=HotFileRules(max_files=3, enter_share=0.01, overloaded_share=0.01, leave_share=0.005))
-    assert [f.path for f in listed] == ["/a", "/b", "/c"]
     rules = HotFileRules(max_files=3, enter_share=0.01, overloaded_share=0.01, leave_share=0.005)
     budgets = _budgets(ring, cap=100.0)
+    incumbents = {"/a": 3.0, "/b": 3.0, "/c": 3.0}
+    listed = hot_files(_at_homes(incumbents, ring), budgets, ring, rules=rules)
+    assert [f.path for f in listed] == ["/a", "/b", "/c"]
     assert [f.path for f in hot_files(_at_homes({**incumbents, "/d": 5.9}, ring), budgets, ring, listed, rules)] \
         == ["/a", "/b", "/c"]
     assert [f.path for f in hot_files(_at_homes({**incumbents, "/d": 6.1}, ring), budgets, ring, listed, rules)] \
@@ -183,13 +186,13 @@ def test_a_ring_of_fewer_than_two_hosts_lists_nothing_and_hosts_without_a_budget
     ring = _ring(3)
     budgets = _budgets(["host-0", "host-1"])
     listed = hot_files(_at_homes({"/hot": 9.0}, {"host-0": 1.0, "host-1": 1.0}), budgets, ring)
-    assert listed == (HotFile("/hot", 2),)  # 4.5 each over the two budgeted hosts (the spread share cannot hold)
+    assert listed == (_hot("/hot", 2),)  # 4.5 each over the two budgeted hosts (the spread share cannot hold)
     assert hot_files({"host-0": {"/hot": 9.0}}, budgets, {**ring, "host-1": 0.0}) == ()
 
 
 @pytest.mark.parametrize("changes", [
     {"leave_share": 0.3}, {"leave_share": 0.0}, {"shrink_share": 0.3}, {"spread_share": 1.5},
-    {"max_files": -1}, {"max_replicas": 1}, {"incumbent_weight": 0.5},
+    {"max_files": -1}, {"max_files": 257}, {"max_replicas": 1}, {"max_replicas": 17}, {"incumbent_weight": 0.5},
 ])
 def test_bad_rules_are_refused(changes):
     with pytest.raises(ValueError):
@@ -225,9 +228,16 @@ def test_a_home_already_carrying_hot_load_gives_the_next_file_more_replicas():
     rules = HotFileRules(spread_share=1.0, shrink_share=0.5)   # only the caps bind
     home = hashing.home("/p", ring)
     q = next(f"/q{i}" for i in range(100) if hashing.home(f"/q{i}", ring) == home)
-    assert hot_files(_at_homes({q: 9.0}, ring), _budgets(ring), ring, rules=rules) == (HotFile(q, 2),)
+    assert hot_files(_at_homes({q: 9.0}, ring), _budgets(ring), ring, rules=rules) == (_hot(q, 2),)
     # /p (12 Gbps) goes first and puts 6 on their shared home: 6 + 9/2 > 10, so the next file needs 3 homes.
     loads = {"/p": 12.0, q: 9.0}
     listed = hot_files(_at_homes(loads, ring), _budgets(ring), ring, rules=rules)
-    assert listed == tuple(sorted((HotFile("/p", 2), HotFile(q, 3)), key=lambda f: f.path))
+    assert listed == tuple(sorted((_hot("/p", 2), _hot(q, 3)), key=lambda f: f.path))
     assert max(_hot_load(listed, loads, ring).values()) <= CAP + 1e-9
+
+
+def test_paths_status_hot_files_cannot_hold_are_left_out():
+    ring = _ring(4)
+    bad = ["/with space.root", "/a?query=1", "//double", "relative"]
+    listed = hot_files(_at_homes({**dict.fromkeys(bad, 9.0), "/ok.root": 9.0}, ring), _budgets(ring), ring)
+    assert [f.path for f in listed] == ["/ok.root"]
