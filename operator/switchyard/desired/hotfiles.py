@@ -5,7 +5,10 @@ listed with k replicas is read from its first k caches of the rendezvous
 order, each taking about 1/k of its readers. This module decides the list
 from what the cache hosts' exporters measure
 (`switchyard_xcache_hot_file_read_bytes_per_second{path}`, read by
-`file_rates`) and what the plan gives each host.
+`file_rates`) and what the plan gives each host. A cache's path is read as
+readers hash it (`hashed_path`: one leading slash, a forwarding proxy's
+embedded origin URL dropped), and only paths status.hotFiles can hold are
+listed.
 
 The rule. For each file f: L(f) = its read Gbps summed over every host of the
 pool (wherever readers took it from), home(f) = its first cache of the ring,
@@ -55,6 +58,7 @@ k-way split's under-reading up to half the load.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -67,6 +71,7 @@ from ..planner import hashing
 
 HOT_FILE_SAMPLE = PREFIX + "hot_file_read_bytes_per_second"
 BITS_PER_BYTE_GIGA = 8 / 1e9  # bytes/s -> Gbps
+_EMBEDDED_ORIGIN = re.compile(r"^/*(?:root|xroot)s?://[^/]*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,15 @@ def _file_loads(rates: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     for by_path in rates.values():
         for path, gbps in by_path.items():
             if gbps > 0:
-                load[path] = load.get(path, 0.0) + gbps
+                hashed = hashed_path(path)
+                load[hashed] = load.get(hashed, 0.0) + gbps
     return {path: gbps for path, gbps in load.items() if _publishable(path)}
+
+
+def hashed_path(lfn: str) -> str:
+    """The path readers hash (routing.file_path) for a path a cache was asked for: one leading slash, and, from
+    a forwarding proxy (`/root://origin:1094//store/a.root`), the origin's path alone."""
+    return "/" + _EMBEDDED_ORIGIN.sub("", lfn, count=1).lstrip("/")
 
 
 def _publishable(path: str) -> bool:

@@ -10,9 +10,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
 from switchyard.api.xcachepool import HotFile
-from switchyard.desired.hotfiles import HostBudget, HotFileRules, file_rates, hot_files
+from switchyard.desired.hotfiles import HostBudget, HotFileRules, file_rates, hashed_path, hot_files
 from switchyard.observe.exporter import ExporterSettings, XCacheCollector
 from switchyard.planner import hashing
+from switchyard.routing import file_path
 
 RULES = HotFileRules()
 
@@ -238,6 +239,25 @@ def test_a_home_already_carrying_hot_load_gives_the_next_file_more_replicas():
 
 def test_paths_status_hot_files_cannot_hold_are_left_out():
     ring = _ring(4)
-    bad = ["/with space.root", "/a?query=1", "//double", "relative"]
+    bad = ["/with space.root", "/a?query=1", "/x#fragment", "/"]
     listed = hot_files(_at_homes({**dict.fromkeys(bad, 9.0), "/ok.root": 9.0}, ring), _budgets(ring), ring)
     assert [f.path for f in listed] == ["/ok.root"]
+
+
+@pytest.mark.parametrize("lfn, hashed", [
+    ("/store/a.root", "/store/a.root"),
+    ("//store/a.root", "/store/a.root"),
+    ("/root://origin:1094//store/a.root", "/store/a.root"),   # a forwarding proxy's path: the origin's URL
+    ("/xroots://origin/store/a.root", "/store/a.root"),
+    ("/rootish/a.root", "/rootish/a.root"),
+])
+def test_paths_are_read_as_the_readers_hash_them(lfn, hashed):
+    assert hashed_path(lfn) == hashed
+    if "://" not in lfn:
+        assert file_path(f"root://cache:1094/{lfn}") == hashed
+
+
+def test_a_forwarding_proxys_paths_add_up_under_the_path_readers_hash():
+    ring = _ring(4)
+    rates = {"host-0": {"/root://origin:1094//store/a.root": 1.5}, "host-1": {"/store/a.root": 1.5}}
+    assert hot_files(rates, _budgets(ring), ring) == (_hot("/store/a.root", 2),)
