@@ -487,3 +487,54 @@ def test_a_ring_of_forwarding_proxies_is_given_the_origin_in_the_url(xrd_base, x
             assert (xrd_base / "fwd.root").read_bytes() == files[lfn]
         assert "fsspec" in fsspec_hooked(env)  # and fsspec, warm and cold
         read_all(caches, files, urls, expected)
+
+
+def test_readers_spread_a_hot_file_over_its_first_caches_while_other_files_keep_one_home(ring, xrd_base):
+    """The pool's status lists a hot file with 2 replicas; the fleet's routing ConfigMap (as the builder writes
+    it and the kubelet mounts it) carries it beside the ring. Worker processes, each named by its pod's
+    HOSTNAME as in a pod, read it from the first or the second cache of its rendezvous order, each from
+    the one the rule picks for it, never from the third; a file not on the list comes from its home alone."""
+    from switchyard.api.plans import FleetPlan
+    from switchyard.builders.workerfleet import build_routing_config
+
+    origin, caches, files = ring
+    hot, cold = sorted(files)[:2]
+    names = [c.name for c in caches]
+    order = hashing.order(hot, names)
+    plan = FleetPlan(facility="af", workers={"sw1": 1}, hashed={"sw1": 1}, pool="af-xc", cache_switches=["sw1"],
+                     routing={"sw1": "hashed"}, cache_ring={name: 1.0 for name in names})
+    config = build_routing_config("f", plan, {name: name for name in names}, [{"path": hot, "replicas": 2}])
+    assert config["data"]["hot"].splitlines()[1:] == [f"2 {hot}"]
+    volume = KubeletVolume(xrd_base / "routing")
+    publish_config(volume, config, {f"{c.name}:1094": c.address for c in caches})
+    # two pods for each of the hot file's two homes (the rule's picks, found before reading)
+    pods = [f"f-sw1-6c9d4b7f5-{i:05d}" for i in range(200)]
+    by_pick = {home: [p for p in pods if hashing.hot_order(hot, names, p, 2)[0] == home][:2] for home in order[:2]}
+    readers = {}
+    try:
+        for home, pod_names in by_pick.items():
+            for pod in pod_names:
+                readers[pod] = Reader({"SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_HASH_RULE": HASH_RULE,
+                                       "SWITCHYARD_CACHE_RING_FILE": str(volume.root / "ring"), "HOSTNAME": pod,
+                                       **FAST_FAILOVER})
+        total = dict.fromkeys(names, 0)
+        for home, pod_names in by_pick.items():
+            for pod in pod_names:
+                for lfn, expected in ((hot, home), (cold, hashing.home(cold, names))):
+                    got = {}
+                    url = f"root://127.0.0.1:{origin.daemon.port}/{lfn}"
+                    by_cache = served(caches, lambda: got.update(n=readers[pod].read(url)))
+                    assert got["n"] == len(files[lfn])
+                    assert_only_home_served(by_cache, expected, len(files[lfn]))
+                    if lfn == hot:
+                        total = {name: total[name] + n for name, n in by_cache.items()}
+        # more than one cache served the hot file, each of its first two at least a copy of it; the third none
+        assert all(total[name] >= 2 * len(files[hot]) for name in order[:2]), total
+        assert total[order[2]] < NOT_SERVED, total
+        assert {c.name for c in caches if c.holds(hot)} == set(order[:2])
+        assert {c.name for c in caches if c.holds(cold)} == {hashing.home(cold, names)}
+        assert all(r.process.poll() is None for r in readers.values())
+    finally:
+        for reader in readers.values():
+            reader.process.kill()
+            reader.process.wait(timeout=30)
