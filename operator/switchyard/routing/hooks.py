@@ -88,6 +88,46 @@ async def _in_order_async(url: str, urls: list[str], attempt: Callable[[str], Aw
     raise failover.exhausted()
 
 
+def _failing_over(file: Any, url: str, cache: str, rest: list[str], reopen: Callable[[str], Any]) -> Any:
+    """`file` (open for reading on `cache`) reads on from the next caches in `rest` if its cache fails.
+
+    A cache can die between a file's open and its last read: each range is read again from the next
+    cache that opens the same file (reads of a read-only file can be repeated anywhere), and a close
+    that fails after every read succeeded loses nothing (the data is whole), so it is logged, not raised.
+    """
+    fetch, close, others, serving = file._fetch_range, file.close, list(rest), [cache]
+
+    def fetch_range(start: int, end: int) -> Any:
+        failover = _Failover(url)
+        try:
+            return fetch(start, end)
+        except OSError as error:
+            failover.failed(serving[0], error)
+        while others:
+            candidate = others.pop(0)
+            try:
+                replacement = reopen(candidate)
+                if replacement.size != file.size:
+                    raise OSError(f"{candidate} holds {replacement.size} bytes, not {file.size}")
+                # The handle moves to `file`; the replacement's own close (at garbage collection) must not close it.
+                file._myFile, replacement.closed, serving[0] = replacement._myFile, True, candidate
+                return fetch(start, end)
+            except OSError as error:
+                failover.failed(candidate, error)
+        raise failover.exhausted()
+
+    def close_after_reads() -> None:
+        try:
+            close()
+        except OSError as error:
+            log.warning("switchyard routing: closing %s failed after its reads (%s); nothing was lost", url, error)
+            file.closed = True
+
+    # fsspec's block cache keeps the bound method it was made with: it fetches through the wrapper too.
+    file._fetch_range, file.cache.fetcher, file.close = fetch_range, fetch_range, close_after_reads
+    return file
+
+
 def routed_filesystem_class(base: type, router: Router) -> type:
     """A subclass of fsspec-xrootd's filesystem that reads every file through `router`."""
 
@@ -172,7 +212,15 @@ def routed_filesystem_class(base: type, router: Router) -> type:
                 fs, where = self._switchyard_cache(candidate)
                 return fs._open(where, mode, *args, **kwargs)
 
-            return _in_order(url, urls, attempt)
+            opened: list[str] = []
+
+            def open_at(candidate: str) -> Any:
+                file = attempt(candidate)
+                opened.append(candidate)
+                return file
+
+            file = _in_order(url, urls, open_at)
+            return _failing_over(file, url, opened[0], urls[urls.index(opened[0]) + 1:], attempt)
 
     RoutedXRootDFileSystem.__qualname__ = RoutedXRootDFileSystem.__name__
     return RoutedXRootDFileSystem

@@ -93,6 +93,43 @@ def test_failover_tries_the_caches_in_order_and_a_missing_file_is_not_retried():
     assert seen == ["a"]
 
 
+class OpenFile:
+    """The parts of fsspec-xrootd's XRootDFile the failover touches: a handle, a size, a block cache, close."""
+
+    class Cache:
+        fetcher = None
+
+    def __init__(self, cache: str, size: int = 10, dead: set[str] | None = None) -> None:
+        self._myFile, self.size, self.closed, self.dead = cache, size, False, dead if dead is not None else set()
+        self.cache = self.Cache()
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        if self._myFile in self.dead:
+            raise ConnectionResetError(f"{self._myFile} reset")
+        return f"{self._myFile}[{start}:{end}]".encode()
+
+    def close(self) -> None:
+        if self._myFile in self.dead:
+            raise OSError(f"File did not close properly: {self._myFile} reset")
+        self.closed = True
+
+
+def test_an_open_file_reads_on_from_the_next_cache_and_a_failed_close_after_its_reads_is_not_an_error(caplog):
+    dead: set[str] = set()
+    file = hooks._failing_over(OpenFile("a", dead=dead), "u", "a", ["b", "c"],
+                               lambda cache: OpenFile(cache, size=10 if cache != "b" else 9, dead=dead))
+    assert file.cache.fetcher(0, 4) == b"a[0:4]"
+    dead.add("a")
+    # b holds another size (not the same file): skipped; c reads the range, and the ranges after it.
+    assert file.cache.fetcher(4, 10) == b"c[4:10]" and file._fetch_range(0, 2) == b"c[0:2]"
+    dead.add("c")
+    with caplog.at_level(logging.WARNING, logger="switchyard.routing"):
+        file.close()
+        with pytest.raises(hooks.AllCachesFailed, match="no cache could serve u: c: c reset"):
+            file.cache.fetcher(0, 1)
+    assert file.closed and "closing u failed after its reads" in caplog.text
+
+
 def fleet(**dask) -> WorkerFleetSpec:
     return WorkerFleetSpec.model_validate({"facilityRef": {"name": "af"}, "replicas": 2, "dask": {"schedulerAddress": "tcp://s:8786", **dask}})
 
