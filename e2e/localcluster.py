@@ -30,6 +30,9 @@ CACHE = pathlib.Path(os.environ.get("SWITCHYARD_CACHE", pathlib.Path.home() / ".
 PORT_BLOCKS = {"switchyard-demo": 21100, "switchyard-e2e": 21200, "switchyard-bench": 21300}
 
 
+ETCD_PEER_OFFSET = 5  # the block: apiserver, etcd, controller-manager, scheduler, kwok controller, etcd peer
+
+
 def port_base(name: str) -> int:
     """A block of 10 ports per cluster name, so clusters can run side by side."""
     return PORT_BLOCKS.get(name) or 22000 + zlib.crc32(name.encode()) % 900 * 10
@@ -134,6 +137,14 @@ def kwok_config(name: str, config: pathlib.Path | None) -> pathlib.Path:
         kwok = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration", "options": {}}
         docs.insert(0, kwok)
     kwok.setdefault("options", {}).setdefault("disregardStatusWithAnnotationSelector", MANUAL_STATUS)
+    # etcd's peer port from the cluster's block too: kwokctl has no flag for it and picks the first free
+    # port counting down from 32767, so two clusters created at once both took 32766 and one etcd failed
+    # to bind ("address already in use"; its kube-apiserver never came up).
+    kwokctl = next((d for d in docs if d and d.get("kind") == "KwokctlConfiguration"), None)
+    if kwokctl is None:
+        kwokctl = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration", "options": {}}
+        docs.append(kwokctl)
+    kwokctl.setdefault("options", {}).setdefault("etcdPeerPort", port_base(name) + ETCD_PEER_OFFSET)
     path = CACHE / "clusters" / name / "kwokctl-config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
