@@ -135,6 +135,9 @@ _ALL = (
     Reason(RING_CHANGED := "RingChanged", "P", "Normal event: a cache host left the published hash ring (no Ready "
            "cache pod on it: xrootd down, the pod deleted) or came back; the message names the hosts out and in.",
            condition=False, event=True),
+    Reason(HOT_FILES_CHANGED := "HotFilesChanged", "P", "Normal event: the pool's hot files (status.hotFiles, "
+           "decided from its exporters' per-file read rates) changed; the message names the files added and "
+           "removed and the replica counts that moved.", condition=False, event=True),
     Reason(PREDICTION_AGREES := "PredictionAgrees", "F", "Normal event: a prediction drift cleared (observed and "
            "predicted agree again, or the facility is idle).", condition=False, event=True),
     Reason(RESCHEDULED := "Rescheduled", "PW", "Normal event: a planned pod on a node gone, NotReady or moved to "

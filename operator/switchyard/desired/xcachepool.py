@@ -1,4 +1,4 @@
-"""XCachePool: the planned cache hosts' workloads, and how ready they are."""
+"""XCachePool: the planned cache hosts' workloads, how ready they are, and which files they serve as hot."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from .. import conditions as cond
 from ..policy import hostpaths
 from ..api import XCachePoolSpec, reasons
 from ..api.plans import PoolPlan, decode
+from ..api.xcachepool import HotFile
 from ..builders.xcachepool import build_pool, endpoint
 from ..observe.cachedisk import HostDisk, UnmountedDisk, full_hosts_message, unmounted_message
 from ..observe.clientmap import UNKNOWN, is_network
@@ -16,6 +17,7 @@ from ..policy.imagepolicy import refusal
 from ..policy.settings import Settings
 from ..topology import NodeInfo
 from . import Outcome, held, validate
+from .hotfiles import HostBudget, file_rates, hot_files
 
 KIND = "XCachePool"
 
@@ -33,6 +35,7 @@ class DiskRead:
 
     status: dict
     reports: tuple[HostDisk, ...] = ()
+    texts: tuple[str, ...] = ()  # the /metrics texts that answered: the hot files are decided from them too
 
 
 def client_networks(nodes: Sequence[NodeInfo], switch_label: str) -> dict[str, list[str]]:
@@ -78,7 +81,7 @@ def tls_secret_name(spec_raw: Mapping) -> str | None:
 def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, workloads: Mapping[str, dict],
                  nodes: Sequence[NodeInfo], settings: Settings, *, secrets: Mapping[str, dict | None] | None = None,
                  disk: DiskRead | None = None, unmounted: Sequence[UnmountedDisk] = (),
-                 pods: Sequence[Mapping] = ()) -> PoolOutcome | Outcome:
+                 pods: Sequence[Mapping] = (), ring: Mapping[str, float] | None = None) -> PoolOutcome | Outcome:
     """The pool's children and status.
 
     `workloads`: desired/current/ready per switch of the StatefulSets it owns;
@@ -86,7 +89,9 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     absent from the map was not readable, and is not judged); `disk`: the
     latest exporter reads, if any; `unmounted`: the paths the cache pods'
     prepare steps refused as no mounted disk (cachedisk.unmounted_disks); `pods`: its cache pods' nodes and
-    readiness, which decide the hosts out of the hash ring (hosts_out, status.ringOut).
+    readiness, which decide the hosts out of the hash ring (hosts_out, status.ringOut); `ring`: the pool's
+    ring as its fleets' plans publish it (host -> weight; None: the planned hosts weigh the same), over which
+    the hot files are decided from the exporters' texts (status.hotFiles, hot_list).
     A plain Outcome (held): nothing is rendered, applied or pruned.
     """
     spec, error = validate(XCachePoolSpec, spec_raw)
@@ -124,6 +129,9 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     reports: tuple[HostDisk, ...] = ()
     if ready and disk is not None:
         out["disk"], reports = disk.status, disk.reports
+    weights = ring if ring is not None else dict.fromkeys(sorted(h for hs in hosts.values() for h in hs), 1.0)
+    out["hotFiles"] = hot_list(name, spec, (status or {}).get("hotFiles"), weights, out["ringOut"], nodes,
+                               disk.texts if ready and disk is not None else ())
     if planned and ready == planned:
         states = cond.ready(f"{ready} cache host(s) ready on {len(switches)} switch(es)")
     else:
@@ -141,7 +149,72 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
     return PoolOutcome(out, states, children=children, plan=plan,
                        events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"),
-                                              states["Degraded"], news=not_mounted) + ring_events(status, out["ringOut"]))
+                                              states["Degraded"], news=not_mounted) + ring_events(status, out["ringOut"])
+                       + hot_file_events((status or {}).get("hotFiles"), out["hotFiles"]))
+
+
+def host_budgets(spec: XCachePoolSpec, ring: Mapping[str, float], nodes: Sequence[NodeInfo],
+                 measured: Iterable[str]) -> dict[str, HostBudget]:
+    """Each ring host's budget for the hot-file rule (desired.hotfiles), in Gbps.
+
+    cap: what the planner counts the host to serve (serveGbps less serveHeadroom, capped by its NIC);
+    planned: its weight's share of the ring's caps (the pool's status carries no planned Gbps: the plan's
+    ring at full capacity); served: measured (its files' rates) for the `measured` hosts, whose exporter
+    answered, else planned."""
+    nics = {n.name: n.nic_gbps for n in nodes}
+    caps = {h: min(nics.get(h) or spec.planned_serve_gbps, spec.planned_serve_gbps) for h in ring}
+    total_weight, total_cap, measured = sum(ring.values()), sum(caps.values()), set(measured)
+    out = {}
+    for host, weight in ring.items():
+        planned = weight / total_weight * total_cap if total_weight > 0 else 0.0
+        out[host] = HostBudget(caps[host], planned, None if host in measured else planned)
+    return out
+
+
+def hot_list(name: str, spec: XCachePoolSpec, before: Sequence[Mapping] | None, ring: Mapping[str, float],
+             out: Sequence[str], nodes: Sequence[NodeInfo], texts: Sequence[str]) -> list[dict]:
+    """status.hotFiles: decided from the exporters' `texts` over the ring without the hosts `out`; with no
+    text (no exporter answered, or not read: simulated nodes) the list stays as it was."""
+    previous = _hot_files(before)
+    if not texts:
+        return [f.to_wire() for f in previous]
+    rates = file_rates(texts, name)
+    gone = set(out)
+    weights = {h: w for h, w in ring.items() if h not in gone}
+    decided = hot_files(rates, host_budgets(spec, weights, nodes, rates), weights, previous)
+    return [f.to_wire() for f in decided]
+
+
+def _hot_files(listed: Sequence[Mapping] | None) -> tuple[HotFile, ...]:
+    """The status's list as HotFiles; an entry the model refuses (edited by hand) is dropped."""
+    out = []
+    for entry in listed or ():
+        try:
+            out.append(HotFile.model_validate(entry))
+        except ValueError:
+            continue
+    return tuple(out)
+
+
+def hot_file_events(before: Sequence[Mapping] | None, after: Sequence[Mapping],
+                    shown: int = 5) -> tuple[tuple[str, str, str], ...]:
+    """A HotFilesChanged event when the hot list differs from the status's: files added and removed, replica
+    counts changed (at most `shown` of each named)."""
+    was = {f.path: f.replicas for f in _hot_files(before)}
+    now = {f["path"]: f["replicas"] for f in after}
+    added = [f"{p} (x{now[p]})" for p in sorted(now.keys() - was.keys())]
+    removed = sorted(was.keys() - now.keys())
+    moved = [f"{p} x{was[p]}->x{now[p]}" for p in sorted(now.keys() & was.keys()) if now[p] != was[p]]
+    parts = [f"{what} {_named(items, shown)}" for what, items in
+             (("added", added), ("removed", removed), ("replicas", moved)) if items]
+    if not parts:
+        return ()
+    return (("Normal", reasons.HOT_FILES_CHANGED, f"hot files ({len(now)} listed): " + "; ".join(parts)),)
+
+
+def _named(items: Sequence[str], shown: int) -> str:
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def degraded_events(before: Mapping | None, after: cond.State, news: str = "") -> tuple[tuple[str, str, str], ...]:

@@ -551,3 +551,81 @@ def test_the_pool_says_which_hosts_are_out_of_the_ring_and_posts_an_event_when_t
     back = pool(status=said, pods=all_ready)
     assert back.status["ringOut"] == [] and [e for e in back.events if e[1] == "RingChanged"] == [
         ("Normal", "RingChanged", f"host(s) {hosts[0]} back in the hash ring")]
+
+
+def hot_text(host: str, gbps_by_path: dict[str, float], pool_name: str = "af-xcache") -> str:
+    """An exporter's /metrics text with the per-file read rates of one cache host."""
+    name = "switchyard_xcache_hot_file_read_bytes_per_second"
+    lines = [f"# TYPE {name} gauge"] + [
+        f'{name}{{pool="{pool_name}",host="{host}",switch="rack-a",path="{path}"}} {gbps / 8 * 1e9}'
+        for path, gbps in gbps_by_path.items()]
+    return "\n".join(lines) + "\n"
+
+
+def hot_pool(texts, status: dict | None = None, **kw) -> Outcome:
+    counts = {sw: len(h) for sw, h in pool_child()["status"]["plan"]["hosts"].items()}
+    all_ready = {sw: {"desired": n, "current": n, "ready": n} for sw, n in counts.items()}
+    disk = None if texts is None else DiskRead({}, (), tuple(texts))
+    return pool(status=status, workloads=all_ready, disk=disk, **kw)
+
+
+def test_a_pool_host_budget_is_its_planned_cap_and_its_weight_share_of_the_rings_caps():
+    from switchyard.api import XCachePoolSpec
+    from switchyard.desired.hotfiles import HostBudget
+    from switchyard.desired.xcachepool import host_budgets
+
+    spec = XCachePoolSpec.model_validate({**pool_child()["spec"], "serveGbps": 40, "serveHeadroom": 0.25})
+    slow = [dataclasses.replace(n, nic_gbps=20.0) if n.name == "rack-b-cache-0" else n for n in NODES]
+    ring = {"rack-a-cache-0": 0.5, "rack-b-cache-0": 0.25, "rack-c-cache-0": 0.25}
+    # caps 30 (40 less 25%), 20 (the NIC), 30: the ring's 80 Gbps split by weight; a measured host's own rates count
+    assert host_budgets(spec, ring, slow, measured={"rack-a-cache-0"}) == {
+        "rack-a-cache-0": HostBudget(30.0, 40.0, None),
+        "rack-b-cache-0": HostBudget(20.0, 20.0, 20.0),
+        "rack-c-cache-0": HostBudget(30.0, 20.0, 20.0)}
+
+
+def test_the_pool_lists_a_hot_file_from_its_exporters_texts_and_says_so():
+    text = hot_text("rack-a-cache-0", {"/store/hot.root": 12.0, "/store/cold.root": 0.5})
+    out = hot_pool([text, "not a metrics text {"])
+    # 12 Gbps >= 0.25 of a 40 Gbps cap: hot; 2 replicas keep each home at 6 <= 0.25 x 40
+    assert out.status["hotFiles"] == [{"path": "/store/hot.root", "replicas": 2}]
+    assert [e for e in out.events if e[1] == "HotFilesChanged"] == [
+        ("Normal", "HotFilesChanged", "hot files (1 listed): added /store/hot.root (x2)")]
+    steady = hot_pool([text], status={**pool_child()["status"], "hotFiles": out.status["hotFiles"]})
+    assert steady.status["hotFiles"] == out.status["hotFiles"]
+    assert not [e for e in steady.events if e[1] == "HotFilesChanged"]
+
+
+def test_without_an_exporter_text_the_hot_list_stays_as_it_was_and_decays_with_the_load():
+    listed = {**pool_child()["status"], "hotFiles": [{"path": "/store/hot.root", "replicas": 3}]}
+    for texts in (None, ()):  # not read (simulated nodes), or no exporter answered
+        kept = hot_pool(texts, status=listed)
+        assert kept.status["hotFiles"] == [{"path": "/store/hot.root", "replicas": 3}]
+        assert not [e for e in kept.events if e[1] == "HotFilesChanged"]
+    assert pool().status["hotFiles"] == []  # a new pool: empty
+    cold = hot_pool([hot_text("rack-a-cache-0", {"/store/hot.root": 0.1})], status=listed)
+    assert cold.status["hotFiles"] == []
+    assert [e for e in cold.events if e[1] == "HotFilesChanged"] == [
+        ("Normal", "HotFilesChanged", "hot files (0 listed): removed /store/hot.root")]
+
+
+def test_the_hot_files_are_decided_over_the_ring_its_fleets_read_without_the_hosts_out():
+    text = hot_text("rack-a-cache-0", {"/store/hot.root": 12.0})
+    hosts = sorted(h for hs in pool_child()["status"]["plan"]["hosts"].values() for h in hs)
+    assert hot_pool([text], ring={}).status["hotFiles"] == []  # no fleet reads the ring
+    only_two = {hosts[0]: 0.5, hosts[1]: 0.5}
+    assert hot_pool([text], ring=only_two).status["hotFiles"] == [{"path": "/store/hot.root", "replicas": 2}]
+    one_out = [{"node": h, "ready": h != hosts[1]} for h in hosts]
+    assert hot_pool([text], ring=only_two, pods=one_out).status["hotFiles"] == []  # a ring of one host
+
+
+def test_the_hot_files_event_names_files_added_removed_and_replicas_moved_briefly():
+    from switchyard.desired.xcachepool import hot_file_events
+
+    before = [{"path": "/a", "replicas": 2}, {"path": "/b", "replicas": 2}, {"path": "/gone", "replicas": 4}]
+    after = [{"path": "/a", "replicas": 2}, {"path": "/b", "replicas": 3}, {"path": "/new", "replicas": 2}]
+    assert hot_file_events(before, after) == (("Normal", "HotFilesChanged", "hot files (3 listed): added /new (x2); "
+                                               "removed /gone; replicas /b x2->x3"),)
+    assert hot_file_events(before, before) == () and hot_file_events(None, []) == ()
+    many = [{"path": f"/f{i}", "replicas": 2} for i in range(7)]
+    assert hot_file_events([], many, shown=2)[0][2] == "hot files (7 listed): added /f0 (x2), /f1 (x2) and 5 more"
