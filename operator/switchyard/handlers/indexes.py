@@ -89,6 +89,14 @@ def fleets_reading(fleet_index, namespace: str, pool: str) -> list[str]:
                    if f["metadata"]["namespace"] == namespace and (f["status"].get("plan") or {}).get("pool") == pool})
 
 
+def ring_read_through(fleet_index, namespace: str, pool: str) -> dict[str, float] | None:
+    """The pool's ring (host -> weight) as the plans of the fleets reading through it carry it (one facility
+    plans them all: the first by name); None when no fleet reads through it."""
+    plans = sorted(((f["metadata"]["name"], f["status"].get("plan") or {}) for store in fleet_index.values()
+                    for f in store if f["metadata"]["namespace"] == namespace), key=lambda named: named[0])
+    return next((dict(plan.get("cacheRing") or {}) for _, plan in plans if plan.get("pool") == pool), None)
+
+
 def nodes_of(index) -> list[NodeInfo]:
     return [info for store in index.values() for info, _ in store]
 

@@ -6,20 +6,20 @@ import time
 
 import kopf
 
-from ..api import XCachePoolSpec
+from ..api import GROUP, VERSION, XCachePoolSpec
 from ..apply import ApiError
 from ..builders.common import POOL_LABEL, SWITCH_LABEL
 from ..builders.xcachepool import CHILD_KINDS
 from ..observe.cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
 from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, ring_events, tls_secret_name
-from ..observe.metrics import MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS
+from ..observe.metrics import HOT_FILES, MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS
 from ..policy.settings import current
 from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
 from .exporters import read_all, ready_cache_pods
-from .indexes import cache_pods_of, fleets_reading, nodes_of, per_switch, workloads_of
+from .indexes import cache_pods_of, fleets_reading, nodes_of, per_switch, ring_read_through, workloads_of
 from .loop import register, wake
 from .memory import PoolMemory
 from .status import now, post, why_waiting, write_status
@@ -28,7 +28,8 @@ PLURAL = "xcachepools"
 
 
 def read_disks(kept: PoolMemory, namespace: str, name: str, high_watermark: float) -> DiskRead:
-    """status.disk from the ready hosts' exporters, read at most every SWITCHYARD_DISK_READ_SECONDS."""
+    """status.disk from the ready hosts' exporters, read at most every SWITCHYARD_DISK_READ_SECONDS; the texts
+    that answered are kept with it (the hot files are decided from them, no second read)."""
     cached = kept.disk_read
     if cached and time.monotonic() - cached[0] < current().disk_read_seconds:
         return cached[1]
@@ -43,7 +44,8 @@ def read_disks(kept: PoolMemory, namespace: str, name: str, high_watermark: floa
             unreachable.append(host)
         else:
             reports.append(report)
-    read = DiskRead(disk_status(reports, unreachable, high_watermark, now()), tuple(reports))
+    read = DiskRead(disk_status(reports, unreachable, high_watermark, now()), tuple(reports),
+                    tuple(text for text in texts if text is not None))
     kept.disk_read = (time.monotonic(), read)
     return read
 
@@ -68,7 +70,7 @@ def _secrets(namespace: str, name: str | None) -> dict[str, dict | None]:
         raise
 
 
-def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, **_) -> None:
+def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, fleet_index, **_) -> None:
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     workloads = per_switch(workloads_of(statefulset_index, uid))
@@ -81,7 +83,8 @@ def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, **_)
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
                            secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
                            unmounted=read_unmounted(namespace, name, workloads),
-                           pods=cache_pods_of(cache_pod_index, namespace, name))
+                           pods=cache_pods_of(cache_pod_index, namespace, name),
+                           ring=ring_read_through(fleet_index, namespace, name))
     if not isinstance(outcome, PoolOutcome):  # nothing rendered, applied or pruned
         facility = ((body["spec"] or {}).get("facilityRef") or {}).get("name")
         write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility, "pool"), logger)
@@ -97,6 +100,7 @@ def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, **_)
     RING_HOSTS.labels(namespace, name).set(len(planned) - len(outcome.status["ringOut"]))
     if ring_events(body.get("status"), outcome.status["ringOut"]):
         RING_CHANGES.labels(namespace, name).inc()
+    HOT_FILES.labels(namespace, name).set(len(outcome.status["hotFiles"]))
     post(body, outcome.events, logger)
     write_status(KIND, body, outcome.status, outcome.states, logger)
 
@@ -114,4 +118,25 @@ def cache_pod_changed(body, type, fleet_index, **_) -> None:
         return
     wake(KIND, namespace, pool)
     for fleet in fleets_reading(fleet_index, namespace, pool):
+        wake("WorkerFleet", namespace, fleet)
+
+
+_hot_seen: dict[tuple[str, str], list] = {}  # (namespace, pool) -> the status.hotFiles its last event carried
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def hot_files_changed(body, type, fleet_index, **_) -> None:
+    """A pool's status.hotFiles changed: the fleets that read through it publish the new list now, not at
+    their next tick. Here, not after the reconcile's status write: kopf updates hot_files_index, which the
+    fleets publish from, before it runs the event's handlers."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    if type == "DELETED":
+        _hot_seen.pop((namespace, name), None)
+        return
+    hot = list((body.get("status") or {}).get("hotFiles") or ())
+    seen = _hot_seen.get((namespace, name))
+    _hot_seen[(namespace, name)] = hot
+    if type is None or seen is None or seen == hot:  # kopf's initial listing, or first seen: fleets read it anyway
+        return
+    for fleet in fleets_reading(fleet_index, namespace, name):
         wake("WorkerFleet", namespace, fleet)

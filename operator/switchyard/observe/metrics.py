@@ -31,6 +31,9 @@ RING_HOSTS = Gauge("switchyard_ring_hosts", "Cache hosts of an XCachePool in the
 RING_CHANGES = Counter("switchyard_ring_changes_total", "Times a pool's published hash ring changed because a cache host "
                        "left it (no Ready cache pod) or came back; each is a RingChanged event on the pool.",
                        ["namespace", "pool"])
+HOT_FILES = Gauge("switchyard_hot_files", "Files an XCachePool lists as hot (status.hotFiles: read from more than one "
+                  "cache), as decided from its exporters' per-file read rates; a change is a HotFilesChanged event.",
+                  ["namespace", "pool"])
 
 # --------------------------------------------------------------- the plan
 PLAN_PREDICTED_GBPS = Gauge("switchyard_plan_predicted_gbps", "Deliverable aggregate Gbps the plan predicts.", ["namespace", "facility"])
