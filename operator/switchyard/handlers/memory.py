@@ -88,6 +88,7 @@ class FleetMemory(ObjectMemory):
 @dataclass
 class PoolMemory(ObjectMemory):
     disk_read: tuple[float, DiskRead] | None = None  # when the exporters were last read, and what they said
+    hot_seen: list | None = None  # the status.hotFiles the pool's last watch event carried
 
 
 @dataclass

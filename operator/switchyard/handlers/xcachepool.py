@@ -121,21 +121,17 @@ def cache_pod_changed(body, type, fleet_index, **_) -> None:
         wake("WorkerFleet", namespace, fleet)
 
 
-_hot_seen: dict[tuple[str, str], list] = {}  # (namespace, pool) -> the status.hotFiles its last event carried
-
-
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def hot_files_changed(body, type, fleet_index, **_) -> None:
     """A pool's status.hotFiles changed: the fleets that read through it publish the new list now, not at
     their next tick. Here, not after the reconcile's status write: kopf updates hot_files_index, which the
     fleets publish from, before it runs the event's handlers."""
+    if type == "DELETED" or body["metadata"].get("deletionTimestamp"):
+        return   # the delete handler forgets the pool's memory; touching it would make it again
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    if type == "DELETED":
-        _hot_seen.pop((namespace, name), None)
-        return
+    pool = memory.of(body, PoolMemory)
     hot = list((body.get("status") or {}).get("hotFiles") or ())
-    seen = _hot_seen.get((namespace, name))
-    _hot_seen[(namespace, name)] = hot
+    seen, pool.hot_seen = pool.hot_seen, hot
     if type is None or seen is None or seen == hot:  # kopf's initial listing, or first seen: fleets read it anyway
         return
     for fleet in fleets_reading(fleet_index, namespace, name):

@@ -6,6 +6,7 @@ import pytest
 
 from switchyard.handlers import xcachepool as handler
 from switchyard.handlers.indexes import ring_read_through
+from switchyard.handlers import memory
 from switchyard.handlers.memory import PoolMemory
 from switchyard.policy.settings import Settings
 
@@ -41,12 +42,13 @@ def test_the_pools_ring_is_the_one_its_fleets_plans_carry():
 def woken(monkeypatch):
     calls: list[tuple[str, str, str]] = []
     monkeypatch.setattr(handler, "wake", lambda kind, namespace, name: calls.append((kind, namespace, name)))
-    monkeypatch.setattr(handler, "_hot_seen", {})
+    monkeypatch.setattr(memory, "_objects", {})
     return calls
 
 
-def pool_event(hot: list[dict] | None) -> dict:
-    return {"metadata": {"namespace": "ns", "name": "pool"}, "status": {"hotFiles": hot} if hot is not None else {}}
+def pool_event(hot: list[dict] | None, uid: str = "u1") -> dict:
+    return {"kind": "XCachePool", "metadata": {"namespace": "ns", "name": "pool", "uid": uid},
+            "status": {"hotFiles": hot} if hot is not None else {}}
 
 
 def test_a_changed_hot_list_wakes_the_fleets_reading_through_the_pool(woken):
@@ -59,7 +61,7 @@ def test_a_changed_hot_list_wakes_the_fleets_reading_through_the_pool(woken):
     assert woken == [("WorkerFleet", "ns", "w1"), ("WorkerFleet", "ns", "w2")]
     handler.hot_files_changed(body=pool_event(hot), type="MODIFIED", fleet_index=index)  # another status change
     handler.hot_files_changed(body=pool_event(hot), type="DELETED", fleet_index=index)
-    handler.hot_files_changed(body=pool_event([]), type="ADDED", fleet_index=index)  # created again: first seen
+    handler.hot_files_changed(body=pool_event([], uid="u2"), type="ADDED", fleet_index=index)  # created again: first seen
     assert len(woken) == 2
-    handler.hot_files_changed(body=pool_event(hot), type="MODIFIED", fleet_index=index)
+    handler.hot_files_changed(body=pool_event(hot, uid="u2"), type="MODIFIED", fleet_index=index)
     assert len(woken) == 4
