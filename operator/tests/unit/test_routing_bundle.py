@@ -138,20 +138,24 @@ def test_other_messages_are_no_verdict():
     assert check.parse("RoutingReady: Python 3.12 reads") == check.Verdict(True, "Python 3.12 reads")
 
 
-def other_pythons() -> list[Path]:
-    """Interpreters of other versions on this machine (pyenv's), as analysis images carry them."""
-    found = {}
+def pythons() -> list[Path]:
+    """This interpreter, and those of other versions on this machine (pyenv's), as analysis images carry them.
+    Each runs the copy with -S (no site-packages: the standard library only, as the bundle promises)."""
+    found = {sys.version_info[:2]: Path(sys.executable)}
     for path in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3")):
         minor = tuple(int(p) for p in path.parent.parent.name.split(".")[:2])
         if minor >= (3, 9):  # the oldest docs/admin-guide.md admits
             found[minor] = path
-    return list(found.values())
+    return [found[minor] for minor in sorted(found)]
 
 
-@pytest.mark.parametrize("python", other_pythons() or [None], ids=lambda p: p.parent.parent.name if p else "none")
-def test_the_copy_routes_by_the_planners_rule_on_other_pythons(copied, python):
-    if python is None:
-        pytest.skip("no other Python version on this machine")
+def version_of(python: Path) -> str:
+    return subprocess.run([str(python), "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+@pytest.mark.parametrize("python", pythons(), ids=version_of)
+def test_the_copy_routes_by_the_planners_rule_on_every_python_here(copied, python):
     ring = "a@root://10.0.0.1:1094=1,b@root://10.0.0.2:1094=2,c@root://10.0.0.3:1094=0.5"
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(copied), "SWITCHYARD_ROUTING": "hashed",
            "SWITCHYARD_HASH_RULE": "rendezvous-sha256-v1", "SWITCHYARD_CACHE_RING": ring}
