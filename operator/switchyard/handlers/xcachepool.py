@@ -121,18 +121,29 @@ def cache_pod_changed(body, type, fleet_index, **_) -> None:
         wake("WorkerFleet", namespace, fleet)
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
+def _hot_list(body) -> list:
+    return list((body.get("status") or {}).get("hotFiles") or ())
+
+
+def hot_list_moved(body, type, **_) -> bool:
+    """Whether a pool's watch event carries another hot list than its last one: hot_files_changed's filter,
+    so kopf runs (and logs) it only then, not at every status write of the pool."""
+    if type == "DELETED" or body["metadata"].get("deletionTimestamp"):
+        return False   # the delete handler forgets the pool's memory; touching it would make it again
+    return memory.of(body, PoolMemory).hot_seen != _hot_list(body)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL, when=hot_list_moved)
 def hot_files_changed(body, type, fleet_index, **_) -> None:
     """A pool's status.hotFiles changed: the fleets that read through it publish the new list now, not at
     their next tick. Here, not after the reconcile's status write: kopf updates hot_files_index, which the
     fleets publish from, before it runs the event's handlers."""
-    if type == "DELETED" or body["metadata"].get("deletionTimestamp"):
-        return   # the delete handler forgets the pool's memory; touching it would make it again
+    if not hot_list_moved(body, type):
+        return
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     pool = memory.of(body, PoolMemory)
-    hot = list((body.get("status") or {}).get("hotFiles") or ())
-    seen, pool.hot_seen = pool.hot_seen, hot
-    if type is None or seen is None or seen == hot:  # kopf's initial listing, or first seen: fleets read it anyway
+    seen, pool.hot_seen = pool.hot_seen, _hot_list(body)
+    if type is None or seen is None:  # kopf's initial listing, or first seen: fleets read it anyway
         return
     for fleet in fleets_reading(fleet_index, namespace, name):
         wake("WorkerFleet", namespace, fleet)
