@@ -188,7 +188,7 @@ def ring_entries(plan: FleetPlan, addresses: Mapping[str, str | None]) -> tuple[
     return entries, unaddressed
 
 
-def hot_list(pool: str, hot_files: Sequence[Mapping]) -> str | None:
+def hot_list_text(pool: str, hot_files: Sequence[Mapping]) -> str | None:
     """The `hot` key: `replicas path` per line, by path (a path listed twice keeps its most replicas);
     None for no hot file, so a ConfigMap without hot files is the one of before hot files existed."""
     replicas: dict[str, int] = {}
@@ -214,7 +214,7 @@ def build_routing_config(fleet: str, plan: FleetPlan, addresses: Mapping[str, st
     header += [f"# {node}: no InternalIP, named by its node name" for node in unaddressed]
     data = {RING_KEY: "\n".join(header + entries) + "\n",
             SWITCHES_KEY: "".join(f"{sw}\n" for sw in plan.cache_switches)}
-    if (hot := hot_list(plan.pool, hot_files)) is not None:
+    if (hot := hot_list_text(plan.pool, hot_files)) is not None:
         data[HOT_KEY] = hot
     return {
         "apiVersion": "v1", "kind": "ConfigMap",

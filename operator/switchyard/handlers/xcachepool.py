@@ -121,7 +121,7 @@ def cache_pod_changed(body, type, fleet_index, **_) -> None:
         wake("WorkerFleet", namespace, fleet)
 
 
-def _hot_list(body) -> list:
+def _listed_hot_files(body) -> list:
     return list((body.get("status") or {}).get("hotFiles") or ())
 
 
@@ -130,7 +130,7 @@ def hot_list_moved(body, type, **_) -> bool:
     so kopf runs (and logs) it only then, not at every status write of the pool."""
     if type == "DELETED" or body["metadata"].get("deletionTimestamp"):
         return False   # the delete handler forgets the pool's memory; touching it would make it again
-    return memory.of(body, PoolMemory).hot_seen != _hot_list(body)
+    return memory.of(body, PoolMemory).hot_seen != _listed_hot_files(body)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, when=hot_list_moved)
@@ -142,7 +142,7 @@ def hot_files_changed(body, type, fleet_index, **_) -> None:
         return
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     pool = memory.of(body, PoolMemory)
-    seen, pool.hot_seen = pool.hot_seen, _hot_list(body)
+    seen, pool.hot_seen = pool.hot_seen, _listed_hot_files(body)
     if type is None or seen is None:  # kopf's initial listing, or first seen: fleets read it anyway
         return
     for fleet in fleets_reading(fleet_index, namespace, name):
