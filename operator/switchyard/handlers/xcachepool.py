@@ -138,8 +138,6 @@ def hot_files_changed(body, type, fleet_index, **_) -> None:
     """A pool's status.hotFiles changed: the fleets that read through it publish the new list now, not at
     their next tick. Here, not after the reconcile's status write: kopf updates hot_files_index, which the
     fleets publish from, before it runs the event's handlers."""
-    if not hot_list_moved(body, type):
-        return
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     pool = memory.of(body, PoolMemory)
     seen, pool.hot_seen = pool.hot_seen, _listed_hot_files(body)

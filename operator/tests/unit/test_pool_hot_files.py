@@ -51,17 +51,23 @@ def pool_event(hot: list[dict] | None, uid: str = "u1") -> dict:
             "status": {"hotFiles": hot} if hot is not None else {}}
 
 
+def event(body, type, fleet_index) -> None:
+    """A watch event as kopf delivers it: the handler runs only when its filter lets it."""
+    if handler.hot_list_moved(body=body, type=type):
+        handler.hot_files_changed(body=body, type=type, fleet_index=fleet_index)
+
+
 def test_a_changed_hot_list_wakes_the_fleets_reading_through_the_pool(woken):
     index = {"uid": [fleet("w1", "pool"), fleet("w2", "pool"), fleet("other", "another-pool")]}
     hot = [{"path": "/store/a.root", "replicas": 2}]
-    handler.hot_files_changed(body=pool_event(None), type=None, fleet_index=index)  # kopf's initial listing
-    handler.hot_files_changed(body=pool_event([]), type="MODIFIED", fleet_index=index)  # no change
+    event(body=pool_event(None), type=None, fleet_index=index)  # kopf's initial listing
+    event(body=pool_event([]), type="MODIFIED", fleet_index=index)  # no change
     assert woken == []
-    handler.hot_files_changed(body=pool_event(hot), type="MODIFIED", fleet_index=index)
+    event(body=pool_event(hot), type="MODIFIED", fleet_index=index)
     assert woken == [("WorkerFleet", "ns", "w1"), ("WorkerFleet", "ns", "w2")]
-    handler.hot_files_changed(body=pool_event(hot), type="MODIFIED", fleet_index=index)  # another status change
-    handler.hot_files_changed(body=pool_event(hot), type="DELETED", fleet_index=index)
-    handler.hot_files_changed(body=pool_event([], uid="u2"), type="ADDED", fleet_index=index)  # created again: first seen
+    event(body=pool_event(hot), type="MODIFIED", fleet_index=index)  # another status change
+    event(body=pool_event(hot), type="DELETED", fleet_index=index)
+    event(body=pool_event([], uid="u2"), type="ADDED", fleet_index=index)  # created again: first seen
     assert len(woken) == 2
-    handler.hot_files_changed(body=pool_event(hot, uid="u2"), type="MODIFIED", fleet_index=index)
+    event(body=pool_event(hot, uid="u2"), type="MODIFIED", fleet_index=index)
     assert len(woken) == 4
