@@ -62,10 +62,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from ..api.xcachepool import MAX_HOT_FILES, MAX_HOT_REPLICAS, HotFile
+from ..observe.drift import metric_samples
 from ..observe.exporterspec import PREFIX
 from ..planner import hashing
 
@@ -110,11 +110,7 @@ def file_rates(texts: Iterable[str], pool: str) -> dict[str, dict[str, float]]:
     adds nothing)."""
     out: dict[str, dict[str, float]] = {}
     for text in texts:
-        try:
-            samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-        except ValueError:
-            continue
-        for sample in samples:
+        for sample in metric_samples(text):
             if sample.name == HOT_FILE_SAMPLE and sample.labels.get("pool") == pool and "path" in sample.labels:
                 out.setdefault(sample.labels.get("host", ""), {})[sample.labels["path"]] = (
                     sample.value * BITS_PER_BYTE_GIGA)

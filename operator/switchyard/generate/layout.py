@@ -58,10 +58,10 @@ RULES: tuple[Rule, ...] = (
          ("api/", "xrootd/", "observe/clientmap.py")),
     Rule(("desired/",), "desired state per kind: `desired_facility`, `desired_pool`, `fleet_intent` + "
          "`desired_fleet`; `hotfiles.py`, a pool's hot files and their replica counts from the exporters' "
-         "per-file read rates",
+         "per-file read rates; `ringload.py`, its ring hosts' weight factors from their served-bytes counters",
          ("api/", "topology.py", "planner/", "builders/", "xrootd/", "observe/clientmap.py", *SMALL_PURE,
           "policy/settings.py", "routing/check.py", "observe/exporterspec.py"),
-         "`observe.exporterspec` for the name of the exporter's per-file gauge"),
+         "`observe.exporterspec` for the names of the exporter's per-file gauge and counters"),
     Rule(SMALL_PURE, "small pure pieces (condition states, the admin's allowlists, disk reports, what init "
          "containers reported in their pods' status, prediction drift (observed served Gbps per switch and "
          "uplink loads per direction against the plan's, and the sustained `PredictionDrift` verdict), "

@@ -93,7 +93,7 @@ def parse_readings(text: str) -> list[HostReading]:
     values: dict[tuple[str, str, str], dict[str, float]] = {}
     wanted = {PREFIX + "client_bytes_total": "bytes", PREFIX + "xrootd_start_time_seconds": "started",
               PREFIX + "last_summary_timestamp_seconds": "at"}
-    for sample in _samples(text):
+    for sample in metric_samples(text):
         if sample.name in wanted:
             key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
             values.setdefault(key, {})[wanted[sample.name]] = sample.value
@@ -101,7 +101,7 @@ def parse_readings(text: str) -> list[HostReading]:
             for (pool, host, switch), v in sorted(values.items()) if {"bytes", "started", "at"} <= v.keys()]
 
 
-def _samples(text: str) -> list:
+def metric_samples(text: str) -> list:
     """Every sample in an exporter's /metrics text; none if the text does not parse."""
     try:
         return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
@@ -403,7 +403,7 @@ class HostFlows:
 def parse_flows(text: str) -> list[HostFlows]:
     """The cross-switch counters in an exporter's /metrics text (hosts without a start time are left out)."""
     hosts: dict[tuple[str, str, str], dict] = {}
-    for sample in _samples(text):
+    for sample in metric_samples(text):
         key = tuple(sample.labels.get(k, "") for k in ("pool", "host", "switch"))
         if sample.name == PREFIX + "served_bytes_total":
             hosts.setdefault(key, {}).setdefault("served", {})[sample.labels.get("client_switch", "")] = sample.value
