@@ -18,7 +18,7 @@ import yaml
 
 from pydantic import Field, ValidationError
 
-from .api.analysisfacility import AnalysisFacilitySpec, Network
+from .api.analysisfacility import AnalysisFacilitySpec, Network, OutsideReaders
 from .api.base import OBJECT_NAME_MAX, OBJECT_NAME_PATTERN, REPELLING_EFFECTS, DnsLabel, LabelKey, LabelValue, Model, Taint, Toleration, admits
 from .api.units import MAX_NIC_GBPS, MIN_GBPS
 
@@ -165,6 +165,21 @@ class SwitchNodes:
 
 
 @dataclass(frozen=True)
+class OutsideGroup:
+    """Readers the facility does not run, on one switch (spec.outsideReaders): fixed demand for the planner."""
+
+    name: str
+    switch: str
+    count: int
+    read_gbps: float
+    pool: str | None          # None: the facility's first pool
+
+    @property
+    def demand_gbps(self) -> float:
+        return self.count * self.read_gbps
+
+
+@dataclass(frozen=True)
 class Topology:
     """Switches with their uplinks and the schedulable hosts behind each."""
 
@@ -175,6 +190,11 @@ class Topology:
     # Nodes on declared switches that are NotReady: capacity the plan has lost
     # (a cordoned node is the admin's choice and is not listed).
     not_ready_nodes: tuple[str, ...] = ()
+    # Readers outside Kubernetes, by name: they load their switch's uplink, nobody places them.
+    outside: tuple[OutsideGroup, ...] = ()
+
+    def outside_on(self, switch: str) -> tuple[OutsideGroup, ...]:
+        return tuple(g for g in self.outside if g.switch == switch)
 
     def switch(self, name: str) -> SwitchNodes:
         return next(s for s in self.switches if s.name == name)
@@ -185,8 +205,9 @@ class Topology:
         return tuple(h for s in self.switches for h in s.hosts)
 
 
-def snapshot(nodes: Iterable[NodeInfo], network: Network) -> Topology:
-    """Group schedulable nodes by the facility's switches (deterministic order)."""
+def snapshot(nodes: Iterable[NodeInfo], network: Network, outside: Iterable[OutsideReaders] = ()) -> Topology:
+    """Group schedulable nodes by the facility's switches (deterministic order); `outside`: the facility's
+    spec.outsideReaders, which sit on its switches beside (or instead of) nodes."""
     declared = {s.name: s for s in network.switches}
     by_switch: dict[str, list[Host]] = {name: [] for name in declared}
     unknown: list[str] = []
@@ -212,6 +233,8 @@ def snapshot(nodes: Iterable[NodeInfo], network: Network) -> Topology:
         wan_gbps=network.wan_gbps,
         unknown_switch_nodes=tuple(unknown),
         not_ready_nodes=tuple(not_ready),
+        outside=tuple(OutsideGroup(g.name, g.switch, g.count, g.read_gbps, g.pool)
+                      for g in sorted(outside, key=lambda g: g.name)),
     )
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import CommonStatus, LabelKey, LabelValue, Model, cel, rules
+from .base import Cidr, CommonStatus, DnsLabel, LabelKey, LabelValue, Model, cel, rules
 from .s3staging import S3StagingBody
 from .units import MAX_NIC_GBPS, MIN_GBPS
 from .uplinkscore import IN, OUT
@@ -44,6 +44,24 @@ class Network(Model):
     )
 
 
+class OutsideReaders(Model):
+    """Readers switchyard does not run (HTCondor jobs, say), counted by the planner as fixed demand on their switch."""
+
+    name: DnsLabel = Field(description="Name of the group, unique within the facility.")
+    switch: LabelValue = Field(description=(
+        "The switch they sit behind: one of spec.network.switches. It may be a switch with no Kubernetes node "
+        "(an HTCondor rack): its uplink is planned all the same."))
+    count: int = Field(ge=1, le=100000, description="How many readers read at once.")
+    read_gbps: float = Field(ge=MIN_GBPS, le=MAX_NIC_GBPS, description="What each reads while busy, in Gbps.")
+    cidrs: list[Cidr] = Field(min_length=1, max_length=32, description=(
+        "The address ranges they read from (CIDRs, e.g. 10.8.0.0/22): how the caches' traffic is told apart "
+        "from the pods'."))
+    pool: DnsLabel | None = Field(default=None, description=(
+        "The cache pool they read through: one of spec.cachePools (default: the first). They read its ring "
+        "(rendezvous hashing over all its cache hosts, at their node addresses, as hashed workers do): a "
+        "per-switch cache Service is a cluster name and address that a batch node neither resolves nor reaches."))
+
+
 class AnalysisFacilitySpec(Model):
     """Desired state of an analysis facility."""
 
@@ -52,6 +70,17 @@ class AnalysisFacilitySpec(Model):
             "!has(self.fleets) || !has(self.cachePools) || self.fleets.all(f, !has(f.pool) || self.cachePools.exists(p, p.name == f.pool))",
             "every fleet's pool must name one of spec.cachePools",
             ".fleets",
+        ),
+        cel(
+            "!has(self.outsideReaders) || self.outsideReaders.all(r, self.network.switches.exists(s, s.name == r.switch))",
+            "every outside reader group's switch must name one of spec.network.switches",
+            ".outsideReaders",
+        ),
+        cel(
+            "!has(self.outsideReaders) || self.outsideReaders.all(r, !has(r.pool) || "
+            "(has(self.cachePools) && self.cachePools.exists(p, p.name == r.pool)))",
+            "every outside reader group's pool must name one of spec.cachePools",
+            ".outsideReaders",
         ),
     )
 
@@ -74,6 +103,13 @@ class AnalysisFacilitySpec(Model):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     staging: S3StagingBody | None = Field(default=None, description="The staging area; becomes an owned S3Staging named '<facility>-staging'.")
+    outside_readers: list[OutsideReaders] = Field(
+        default=[],
+        max_length=64,
+        description=("Groups of readers the facility does not run (HTCondor overflow, say): fixed demand the planner "
+                     "places caches and workers around, and routes through their pool's ring."),
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
 
 class SwitchPlan(Model):
@@ -99,6 +135,12 @@ class SwitchPlan(Model):
         "less than fairInGbps; `switchyard plan` names the hosts."))
     full_hosts_behind_out: int = Field(default=0, ge=0, description=(
         "As fullHostsBehindIn, for the uplink away from the switch and fairOutGbps."))
+    outside_readers: int = Field(default=0, ge=0, description=(
+        "Readers of spec.outsideReaders behind the switch (not pods: workers counts those)."))
+    outside_gbps: float = Field(default=0, description=(
+        "What those outside readers would read unhindered, Gbps (their count times readGbps)."))
+    outside_fair_gbps: float = Field(default=0, description=(
+        "What the fair share predicts those outside readers get, Gbps."))
 
 
 class PlanSummary(Model):

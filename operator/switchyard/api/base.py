@@ -83,6 +83,23 @@ HostName = Annotated[
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+def _check_cidr(text: str) -> str:
+    try:
+        ipaddress.ip_network(text, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not an address range (CIDR): {exc}") from None
+    return text
+
+
+# An address range ('10.1.0.0/16', 'fd00:1::/64'): the pattern is what the API server checks, the model
+# checks it in full (an octet above 255, host bits set) and so refuses it with Ready=False InvalidSpec.
+Cidr = Annotated[
+    str,
+    StringConstraints(min_length=3, max_length=49, pattern=r"^([0-9.]+/[0-9]{1,2}|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*/[0-9]{1,3})$"),
+    AfterValidator(_check_cidr),
+]
+
+
 
 def wire_name(field: str) -> str:
     """snake_case → camelCase, with binary units spelled as users write them (memoryGiB)."""

@@ -159,7 +159,7 @@ def load_topology_file(path: str, spec: AnalysisFacilitySpec) -> tuple[Topology,
             if "nic_gbps" not in group.model_fields_set:
                 notes.append(f"{path}: switches[{i}].nodes[{j}] ({switch.name}/{group.name}, {group.count} node(s)): "
                              f"no nicGbps: {group.nic_gbps:g} Gbps assumed")
-    return snapshot(topo.node_infos(), network), notes
+    return snapshot(topo.node_infos(), network, spec.outside_readers), notes
 
 
 def load_cluster(spec: AnalysisFacilitySpec, kubeconfig: str | None) -> tuple[Topology, list[str]]:
@@ -173,7 +173,7 @@ def load_cluster(spec: AnalysisFacilitySpec, kubeconfig: str | None) -> tuple[To
         raise InputError(f"--from-cluster: cannot list nodes: {exc}") from None
     network = spec.network
     nodes = [node_info(n, network.nic_gbps_annotation) for n in items]
-    topology = snapshot(nodes, network)
+    topology = snapshot(nodes, network, spec.outside_readers)
     placed = {h.name for h in topology.hosts}
     guessed = sorted(n.name for n in nodes if n.name in placed and n.nic(network.nic_gbps_annotation) is None)
     notes = [f"{len(guessed)} node(s) have no {network.nic_gbps_annotation} annotation: spec.network.defaultNicGbps "
@@ -190,7 +190,7 @@ def facility_warnings(spec: AnalysisFacilitySpec, topology: Topology) -> list[st
         notes.append(f"{len(topology.unknown_switch_nodes)} node(s) sit on switches spec.network.switches does not "
                      f"declare, and are left out: {names}")
     for switch in topology.switches:
-        if not switch.hosts:
+        if not switch.hosts and not topology.outside_on(switch.name):   # outside readers only: as declared
             notes.append(f"switch {switch.name}: no schedulable node carries {spec.network.switch_label}={switch.name}: "
                          "nothing is placed behind it")
     if not spec.cache_pools:
@@ -198,7 +198,7 @@ def facility_warnings(spec: AnalysisFacilitySpec, topology: Topology) -> list[st
     for pool in spec.cache_pools:
         if not any(h.has_nvme(pool.nvme_label) for h in topology.hosts):
             notes.append(f"pool {pool.name}: no node on the facility's switches carries its nvmeLabel {pool.nvme_label}")
-    if not spec.fleets:
+    if not spec.fleets and not spec.outside_readers:
         notes.append("spec.fleets is empty: no workers, nothing reads")
     return notes
 
@@ -237,7 +237,19 @@ def switch_rows(result: Plan, topology: Topology) -> list[dict]:
             rows[-1].update({"serveGbps": result.fair.switch_served.get(sw.name, 0.0),
                              "fairInGbps": result.fair.uplinks[sw.name][IN],
                              "fairOutGbps": result.fair.uplinks[sw.name][OUT]})
+        if topology.outside:
+            rows[-1].update(outside_row(result, topology.outside_on(sw.name), sw.name))
     return rows
+
+
+def outside_row(result: Plan, groups, switch: str) -> dict:
+    """A switch's readers outside Kubernetes (spec.outsideReaders), apart from its pods: how many per group,
+    what they would read and (with the fair share) what they get."""
+    row = {"outsideReaders": {g.name: g.count for g in groups},
+           "outsideGbps": round(sum(g.demand_gbps for g in groups), 3)}
+    if result.fair:
+        row["outsideFairGbps"] = result.fair.outside.get(switch, 0.0)
+    return row
 
 
 def document(result: Plan, topology: Topology, compared: list[Plan] = (), files: int = 0) -> dict:
@@ -305,18 +317,25 @@ def routing_note(requested: str, result: Plan, topology: Topology) -> str:
 def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Plan] = (), files: int = 0) -> str:
     rows = switch_rows(result, topology)
     fair = ["serveGbps", "fairInGbps", "fairOutGbps"] if result.fair else []
-    header = (["SWITCH", "UPLINK", "CACHES"] + [f"W:{f}" for f in fleets] + ["RING", "ROUTING", "IN", "OUT", "UTIL"]
-              + (["SERVE", "FAIR-IN", "FAIR-OUT"] if fair else []))
+    # readers outside Kubernetes, apart from the pods: only when the facility declares some
+    outside = (["outsideGbps"] + (["outsideFairGbps"] if result.fair else [])) if topology.outside else []
+    header = (["SWITCH", "UPLINK", "CACHES"] + [f"W:{f}" for f in fleets] + ["RING"]
+              + (["OUTSIDE", "OUTSIDE-GBPS"] + (["OUTSIDE-FAIR"] if result.fair else []) if outside else [])
+              + ["ROUTING", "IN", "OUT", "UTIL"] + (["SERVE", "FAIR-IN", "FAIR-OUT"] if fair else []))
     body = []
     for r in rows:
         body.append([r["name"], f"{r['uplinkGbps']:g}", str(sum(len(n) for n in r["caches"].values()))]
-                    + [str(r["workers"].get(f, 0)) for f in fleets]
-                    + [str(sum(r["ringWorkers"].values())), r["routing"], f"{r['inGbps']:.1f}", f"{r['outGbps']:.1f}",
+                    + [str(r["workers"].get(f, 0)) for f in fleets] + [str(sum(r["ringWorkers"].values()))]
+                    + ([str(sum(r["outsideReaders"].values()))] + [f"{r[k]:.1f}" for k in outside] if outside else [])
+                    + [r["routing"], f"{r['inGbps']:.1f}", f"{r['outGbps']:.1f}",
                        f"{100 * r['utilisation']:.1f}%"] + [f"{r[k]:.1f}" for k in fair])
     peak = round(result.peak, 4)    # as each row's utilisation
     body.append(["TOTAL", f"{sum(r['uplinkGbps'] for r in rows):g}", str(sum(len(n) for r in rows for n in r["caches"].values()))]
                 + [str(sum(r["workers"].get(f, 0) for r in rows)) for f in fleets]
-                + [str(sum(sum(r["ringWorkers"].values()) for r in rows)), "", f"{sum(r['inGbps'] for r in rows):.1f}",
+                + [str(sum(sum(r["ringWorkers"].values()) for r in rows))]
+                + ([str(sum(sum(r["outsideReaders"].values()) for r in rows))]
+                   + [f"{sum(r[k] for r in rows):.1f}" for k in outside] if outside else [])
+                + ["", f"{sum(r['inGbps'] for r in rows):.1f}",
                    f"{sum(r['outGbps'] for r in rows):.1f}", f"{100 * peak:.1f}% peak"]
                 + [f"{sum(r[k] for r in rows):.1f}" for k in fair])
     widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]

@@ -18,7 +18,7 @@ from ..planner import FleetRequest, Placement, PoolRequest
 from ..planner.explain import shortfall
 from ..planner.fairshare import with_fair_share
 from ..policy.settings import Settings
-from ..topology import NodeInfo, snapshot
+from ..topology import NodeInfo, Topology, snapshot
 from . import Outcome, held, validate
 
 KIND = "AnalysisFacility"
@@ -62,7 +62,7 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
     if blocked:
         return held(keep, blocked)
 
-    topology = snapshot(list(nodes), spec.network)
+    topology = snapshot(list(nodes), spec.network, spec.outside_readers)
     attached = [(f, s) for f in standalone for s in [validate(WorkerFleetSpec, f["spec"])[0]] if s is not None]
     try:
         plan, refused = plan_with_attached(topology, spec, attached,
@@ -84,7 +84,7 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
         "switches": sum(1 for s in topology.switches if s.hosts),
         "caches": sum(len(n) for by_sw in plan.placement.caches.values() for n in by_sw.values()),
         "workers": sum(n for by_sw in plan.placement.workers.values() for n in by_sw.values()),
-        "plan": {**summary(plan), "target": shortfall(
+        "plan": {**summary(plan, topology), "target": shortfall(
             spec.target_gbps, plan, topology, [PoolRequest(p.name, p) for p in spec.cache_pools],
             [FleetRequest(f.name, f) for f in spec.fleets])},
     }
@@ -240,10 +240,12 @@ def current_placement(children: Sequence[dict], standalone: Sequence[dict], spec
     return Placement(caches=caches, workers=workers, hashed=hashed)
 
 
-def summary(plan: planner.Plan) -> dict:
+def summary(plan: planner.Plan, topology: Topology | None = None) -> dict:
     """status.plan: the LP optimum and its per-uplink loads, and beside them (when the plan has it) the fair
-    share competing flows get, per switch what its cache hosts serve and what its uplink carries each way."""
+    share competing flows get, per switch what its cache hosts serve and what its uplink carries each way;
+    the readers outside Kubernetes on a switch (topology.outside) apart from its pods."""
     fair = plan.fair
+    outside = {u.switch: topology.outside_on(u.switch) for u in plan.uplinks} if topology is not None else {}
     doc = {
         "predictedGbps": plan.predicted_gbps,
         "boundGbps": plan.bound_gbps,
@@ -264,6 +266,10 @@ def summary(plan: planner.Plan) -> dict:
                 "fairOutGbps": fair.uplinks[u.switch][uplinkscore.OUT]} if fair else {}),
             **{f"fullHostsBehind{d.title()}": len(hosts) for d in uplinkscore.DIRECTIONS
                if fair and (hosts := fair.full_hosts_behind.get(uplinkscore.link(d, u.switch)))},
+            **({"outsideReaders": sum(g.count for g in groups),
+                "outsideGbps": round(sum(g.demand_gbps for g in groups), 3),
+                **({"outsideFairGbps": fair.outside.get(u.switch, 0.0)} if fair else {})}
+               if (groups := outside.get(u.switch)) else {}),
         } for u in plan.uplinks],
     }
     if fair:

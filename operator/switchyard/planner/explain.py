@@ -59,10 +59,15 @@ def _remedy(result: Plan, topology: Topology, pools: Sequence[PoolRequest], flee
                 "more nodes with free CPU and memory, or smaller workers that each read more")
     if bottleneck == "demand":
         workers = sum(sum(by.values()) for by in result.placement.workers.values())
-        per_worker = result.demand_gbps / workers if workers else max((f.body.read_gbps for f in fleets), default=0.0)
+        # the readers outside Kubernetes are demand too, but not the fleets' to raise
+        outside = sum(g.demand_gbps for g in topology.outside)
+        demand = result.demand_gbps - outside
+        per_worker = demand / workers if workers else max((f.body.read_gbps for f in fleets), default=0.0)
         needed = math.ceil(short / per_worker - 1e-9) if per_worker else 0  # 100 / (100 / 75) is 75, not 76
         more = f"about {needed} more workers at {_gbps(per_worker)} Gbps each" if per_worker else "workers"
-        return (f"the workers' demand binds ({workers} workers read {_gbps(result.demand_gbps)} Gbps): "
+        beside = (f", beside {sum(g.count for g in topology.outside)} outside readers reading {_gbps(outside)} Gbps"
+                  if outside else "")
+        return (f"the workers' demand binds ({workers} workers read {_gbps(demand)} Gbps{beside}): "
                 f"raise the fleets' replicas or readGbps ({more})")
     if bottleneck.startswith("uplink"):
         return (f"full uplinks: {'; '.join(full_uplinks(result)[:3])}: fewer bytes across them (readers beside "

@@ -9,7 +9,8 @@ loads off by 13.5% of capacity on average for the LP, 5.4% for this model.
 This is what observed bytes are to be compared with.
 
 - Every worker is one flow; it wants its readGbps (at most its NIC, see
-  flow.worker_reads).
+  flow.worker_reads). So is every reader outside Kubernetes
+  (spec.outsideReaders), a ring reader of its switch.
 - A flow's bytes split over cache hosts in fixed shares, each file from ONE
   host: a local reader over its switch's hosts of its pool alike (the
   switch's cache Service picks a host per connection); a ring reader over the
@@ -40,7 +41,7 @@ from ..topology import Topology
 from . import flow
 from .hashing import split
 from .model import FairShare, FleetRequest, Placement, Plan, PoolRequest
-from .problem import fleet_pool_index
+from .problem import fleet_pool_index, outside_pool_index
 
 # Of a full link's rate, what TCP delivers as payload at a 1500-byte MTU (1448 of every 1514 bytes on
 # the wire): the fabric bench measured 0.944-0.958 on every saturated uplink.
@@ -155,6 +156,7 @@ class ReaderGroup:
     demand_gbps: float                         # each
     shares: Mapping[str, float]                # cache host -> share of their bytes
     uses: Mapping[str, Mapping[str, float]]    # cache host -> link -> Gbps per Gbps read from that host
+    outside: str = ""                          # readers outside Kubernetes: their switch ("" for workers)
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,15 @@ def readers(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
                 shares, used = reading(pool, sw, hashed, shares)
                 if shares:       # without a cache host a reader reads nothing
                     groups.append(ReaderGroup(n, rate, shares, used))
+    for group in topology.outside:
+        # readers outside Kubernetes: one flow each through the pool's ring (no NIC of theirs is known)
+        index = outside_pool_index(group, pools)
+        if index is None or group.switch not in uplink:
+            continue
+        demand += group.demand_gbps
+        shares, used = reading(pools[index].name, group.switch, True, rings[pools[index].name])
+        if shares:
+            groups.append(ReaderGroup(group.count, group.read_gbps, shares, used, outside=group.switch))
     return Readers(capacity, uplink, switch_of, tuple(groups), demand, rings)
 
 
@@ -273,6 +284,10 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
     for rate, g in zip(filled.rates, the.groups):
         for host, share in g.shares.items():
             served[host] = served.get(host, 0.0) + rate * g.count * share
+    outside: dict[str, float] = {}
+    for rate, g in zip(filled.rates, the.groups):
+        if g.outside:
+            outside[g.outside] = outside.get(g.outside, 0.0) + rate * g.count
     by_switch: dict[str, float] = {}
     for host, gbps in served.items():
         by_switch[the.switch_of[host]] = by_switch.get(the.switch_of[host], 0.0) + gbps
@@ -287,6 +302,7 @@ def predict(topology: Topology, pools: list[PoolRequest], fleets: list[FleetRequ
         # a read's uses also hold its host's fills from the origin (up_in of the host's own switch): not the read
         full_hosts_behind=_full_hosts_behind(tuple(filter(at_its_cap, filled.saturated)), _distinct_reads(the.groups),
                                              fills_through=the.switch_of),
+        outside={s: round(v, 3) for s, v in sorted(outside.items())},
     )
 
 

@@ -12,6 +12,8 @@ readers reads as fast as its sources and the uplinks on the way let it.
   from each cache switch t in a fixed proportion omega_t, and the slowest
   source or uplink on the way caps the whole group (the GSI lesson: the
   slowest server sets the rate).
+- Readers outside Kubernetes (spec.outsideReaders, Topology.outside) read
+  like ring workers of their switch: fixed demand nobody places.
 - Bytes from switch t to switch s != t load t's uplink outbound and s's
   inbound; the spine itself is non-blocking. Cache fills (missRatio of what a
   cache serves) enter the cache switch's uplink inbound and share the WAN.
@@ -34,7 +36,7 @@ from ..api.uplinkscore import SATURATED, peak_rows
 from ..topology import Topology
 from .lp import LinearModel
 from .model import FleetRequest, Placement, PoolRequest, UplinkLoad
-from .problem import GIB, fleet_pool_index
+from .problem import GIB, fleet_pool_index, outside_pool_index
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,12 @@ def evaluate(topology: Topology, pools: list[PoolRequest], fleets: list[FleetReq
             local_demand[pool][sw] += (count - hashed) * r
             ring_demand[pool][sw] += hashed * r
             total_demand += count * r
+    for group in topology.outside:
+        # readers outside Kubernetes: fixed demand on their switch, through the pool's ring
+        index = outside_pool_index(group, pools)
+        if index is not None and group.switch in uplink:
+            ring_demand[pools[index].name][group.switch] += group.demand_gbps
+            total_demand += group.demand_gbps
 
     m = LinearModel()
     util = m.var(0.0, 1.0)

@@ -5,7 +5,7 @@ Decisions (integers): cache hosts per (pool, switch, node class); workers per
 *ring* readers (read through the pool's rendezvous ring). Flows (continuous,
 per pool and switch): local reads L, ring reads A, ring serving O.
 
-    L[p,s] <= sum_f r_f * local[f,s]        A[p,s] <= sum_f r_f * ring[f,s]
+    L[p,s] <= sum_f r_f * local[f,s]        A[p,s] <= sum_f r_f * ring[f,s] + D[p,s]
     L[p,s] + O[p,s] <= sum_k serve[p,k] * caches[p,s,k]
     sum_s O[p,s] = sum_s A[p,s]                           (the ring balances)
     out_s = sum_p O[p,s] <= u * U_s
@@ -16,6 +16,11 @@ per pool and switch): local reads L, ring reads A, ring serving O.
     count (how many such workers a node holds, minus what a cache pod on it
     takes); one cache per node; maxHostsPerSwitch; local readers only where
     their pool has a cache host.
+
+D[p,s] is what readers outside Kubernetes on switch s read through pool p's
+ring (spec.outsideReaders): fixed demand, counted in the Gbps like the
+workers' reads, taking no node's room. Next to a cache of the pool they are
+counted as crossing both uplinks, as ring readers are without `shares`.
 
 Routing per mode keeps every plan realisable by the rule in flow.py:
 - auto: a switch whose caches of pool p serve the ring has no ring readers of
@@ -327,9 +332,10 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
     for (p, s, k), v in fm.caches.items():
         caches.setdefault((p, s), []).append((k, v))
     for p, pool in enumerate(pools):
-        if not readers[p]:
+        fixed = problem.outside_demand(p) if problem.outside else 0.0
+        if not readers[p] and not fixed:
             continue
-        demand_total = sum(fleets[j].replicas * fleets[j].read_gbps for j in readers[p])
+        demand_total = sum(fleets[j].replicas * fleets[j].read_gbps for j in readers[p]) + fixed
         replicas = sum(fleets[j].replicas for j in readers[p])
         share = fm.shares.get(p)
         total = None
@@ -342,9 +348,11 @@ def _flows(fm: Formulation, readers: dict[int, list[int]]) -> None:
             local = [(fm.local[j, s], problem.switch_read(j, s)) for j in readers[p] if (j, s) in fm.local]
             ring = [(fm.ring[j, s], problem.switch_read(j, s)) for j in readers[p] if (j, s) in fm.ring]
             serve_max = sum(g * m.ub[v] for v, g in hosts)
-            if ring:
+            outside = problem.outside.get((p, s), 0.0) if fixed else 0.0
+            if ring or outside:
+                # the outside readers here read the ring too, a fixed demand beside the ring workers'
                 a = fm.reads_ring[p, s] = m.var(0.0, demand_total)
-                m.row([(a, 1.0)] + [(v, -r) for v, r in ring], ub=0.0)
+                m.row([(a, 1.0)] + [(v, -r) for v, r in ring], ub=outside)
                 # with fixed shares a ring reader's bytes from its own switch's caches do not cross
                 inbound[s].append((a, 1.0 - (w or 0.0)))
                 if w:

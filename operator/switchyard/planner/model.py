@@ -120,6 +120,8 @@ class FairShare:
     ring_split: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # pool -> host -> share of ring bytes
     # a full uplink direction (uplinkscore.link(IN, "rack-5")) -> the cache hosts, also full, whose bytes cross it
     full_hosts_behind: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # switch -> Gbps the readers outside Kubernetes there get (spec.outsideReaders)
+    outside: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

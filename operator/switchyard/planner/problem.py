@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..api import reasons
 from ..api.units import MIN_GBPS
 from ..api.xcachepool import EXPORTER_REQUESTS
-from ..topology import Host, Topology, parse_quantity
+from ..topology import Host, OutsideGroup, Topology, parse_quantity
 from .model import FleetRequest, PoolRequest, Unsatisfiable
 
 GIB = 1024**3
@@ -72,8 +72,15 @@ class Problem:
     pools: tuple[PoolSpec, ...]
     fleets: tuple[FleetSpec, ...]
     wan_gbps: float
+    # (pool, switch) -> what the readers outside Kubernetes there read through the pool's ring, Gbps:
+    # fixed demand (spec.outsideReaders), no node capacity
+    outside: dict[tuple[int, int], float] = field(default_factory=dict)
     _slots: dict = field(default_factory=dict, compare=False, repr=False)   # memo of slots()
     _memo: dict = field(default_factory=dict, compare=False, repr=False)    # memo of switch_read() and nic_of()
+
+    def outside_demand(self, pool: int) -> float:
+        """What the readers outside Kubernetes read through the pool, Gbps."""
+        return sum(g for (p, _), g in self.outside.items() if p == pool)
 
     def serve(self, pool: int, node_class: NodeClass) -> float:
         """What one cache host of `pool` on a node of this class can serve."""
@@ -145,16 +152,41 @@ def pool_spec(pool: PoolRequest) -> PoolSpec:
 
 def fleet_pool_index(fleet: FleetRequest, pools: list[PoolRequest]) -> int | None:
     """The pool a fleet reads through: its own choice, else the facility's first pool."""
+    return _pool_index(fleet.pool, pools, f"fleet {fleet.name}", fleet.name)
+
+
+def outside_pool_index(group: OutsideGroup, pools: list[PoolRequest]) -> int | None:
+    """The pool outside readers read through: their own choice, else the facility's first pool (as a fleet's)."""
+    return _pool_index(group.pool, pools, f"outside readers {group.name}")
+
+
+def _pool_index(wanted: str | None, pools: list[PoolRequest], who: str, fleet: str | None = None) -> int | None:
     if not pools:
         return None
-    if fleet.pool is None:
+    if wanted is None:
         return 0
     for i, pool in enumerate(pools):
-        if pool.name == fleet.pool:
+        if pool.name == wanted:
             return i
     raise Unsatisfiable(reasons.UNKNOWN_POOL,
-                        f"fleet {fleet.name}: pool {fleet.pool!r} is not one of the facility's cache pools "
-                        f"({', '.join(p.name for p in pools)})", fleet=fleet.name)
+                        f"{who}: pool {wanted!r} is not one of the facility's cache pools "
+                        f"({', '.join(p.name for p in pools)})", fleet=fleet)
+
+
+def outside_demand(topology: Topology, pools: list[PoolRequest]) -> dict[tuple[int, int], float]:
+    """(pool, switch index in the sorted switches) -> Gbps the outside readers there read through the pool."""
+    index = {name: s for s, name in enumerate(sorted(sw.name for sw in topology.switches))}
+    out: dict[tuple[int, int], float] = {}
+    for group in topology.outside:
+        if group.switch not in index:
+            raise Unsatisfiable(reasons.INVALID_SPEC,
+                                f"outside readers {group.name}: switch {group.switch!r} is not one of "
+                                "spec.network.switches")
+        p = outside_pool_index(group, pools)
+        if p is not None:
+            key = (p, index[group.switch])
+            out[key] = out.get(key, 0.0) + group.demand_gbps
+    return out
 
 
 def host_eligible(host: Host, pool: PoolRequest) -> bool:
@@ -174,6 +206,8 @@ def _check_numbers(topology: Topology, pools: list[PoolRequest], fleets: list[Fl
     A topology built around the schema (a file, a test) is refused with the number named, not planned."""
     for fleet in fleets:
         _floor(fleet.body.read_gbps, f"fleet {fleet.name}: readGbps", fleet.name)
+    for group in topology.outside:
+        _floor(group.read_gbps, f"outside readers {group.name}: readGbps")
     for pool in pools:
         _floor(pool.body.serve_gbps, f"pool {pool.name}: serveGbps")
     _floor(topology.wan_gbps, "the WAN (spec.network.wanGbps)")
@@ -219,7 +253,8 @@ def build_problem(topology: Topology, pools: list[PoolRequest], fleets: list[Fle
             for k, names in sorted(groups.items(), key=lambda kv: min(kv[1]))
         )
         switches.append(SwitchSpec(sw.name, sw.uplink_gbps, classes))
-    problem = Problem(tuple(switches), pool_specs, fleet_specs, topology.wan_gbps)
+    problem = Problem(tuple(switches), pool_specs, fleet_specs, topology.wan_gbps,
+                      outside=outside_demand(topology, pools))
     _check_satisfiable(problem)
     return problem
 

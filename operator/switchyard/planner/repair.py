@@ -214,7 +214,7 @@ def quick_bound(problem: Problem) -> float:
     WAN refills (pools with the lowest miss ratio first, the optimum of that small program)."""
     most = []
     for p, pool in enumerate(problem.pools):
-        demand = sum(f.replicas * f.read_gbps for f in problem.fleets if f.pool == p)
+        demand = sum(f.replicas * f.read_gbps for f in problem.fleets if f.pool == p) + problem.outside_demand(p)
         serving = 0.0
         for sw in problem.switches:
             each = sorted((problem.serve(p, nc) for nc in sw.classes if p in nc.eligible and cache_fits(pool, nc)
