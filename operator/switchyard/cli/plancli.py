@@ -307,7 +307,8 @@ def gap_line(requested: str, result: Plan, auto: Plan) -> str:
 def routing_note(requested: str, result: Plan, topology: Topology) -> str:
     """Under routing local, the switches without a cache whose workers the plan sends through the ring: what
     those workers are told (SWITCHYARD_ROUTING=hashed), beside the mode the facility asked for."""
-    ringed = [s.name for s in topology.switches if result.routing.get(s.name) == "hashed"]
+    ringed = [s.name for s in topology.switches if result.routing.get(s.name) == "hashed"
+              and result.placement.worker_count(s.name)]      # not a switch of outside readers alone
     if requested != "local" or not ringed:
         return ""
     return (f"routing local: {', '.join(ringed[:5])}{' (+%d)' % (len(ringed) - 5) if len(ringed) > 5 else ''} "

@@ -212,7 +212,9 @@ def _routing(problem: Problem, placement: Placement, mode: str) -> dict[str, str
     if mode == "hashed":
         return {sw.name: "hashed" for sw in problem.switches}
     ring = {s for by_switch in placement.hashed.values() for s, n in by_switch.items() if n}
-    ring |= {problem.switches[s].name for _, s in problem.outside}     # outside readers read the ring
+    # a switch of outside readers alone reads the ring (they do); beside pods, the pods' routing is the switch's
+    ring |= {problem.switches[s].name for _, s in problem.outside} - {
+        s for by_switch in placement.workers.values() for s, n in by_switch.items() if n}
     return {sw.name: ("hashed" if sw.name in ring else "local") for sw in problem.switches}
 
 

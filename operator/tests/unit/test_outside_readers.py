@@ -242,3 +242,17 @@ def test_when_demand_binds_the_remedy_counts_the_workers_apart_from_the_outside_
     text = shortfall(100, result, topo, pools, fleets)
     assert "(10 workers read 10 Gbps, beside 5 outside readers reading 10 Gbps)" in text
     assert "about 80 more workers at 1 Gbps each" in text
+
+
+@pytest.mark.parametrize("mode", ["auto", "local"])
+def test_outside_readers_beside_local_workers_leave_the_switch_routed_as_its_pods(mode, capsys):
+    """Outside readers read the ring wherever they are; a switch's routing is what its pods are told, so a
+    Kubernetes switch whose workers read their local caches stays local, a rack of outside readers is hashed."""
+    spec, topo, pools, fleets = condor_case()
+    mixed = outside(topo, *topo.outside, OutsideGroup("beside", "k8s-1", 10, 1.47, None))
+    result = plan(mixed, pools, fleets, mode)
+    assert result.placement.workers["vine"]["k8s-1"] > result.placement.hashed.get("vine", {}).get("k8s-1", 0)
+    assert result.routing["k8s-1"] == "local" and result.routing["condor-6x40"] == "hashed"
+    assert result.uplink("k8s-1").in_gbps > plan(topo, pools, fleets, mode).uplink("k8s-1").in_gbps
+    code, out, _ = run_plan(capsys, "--routing", "local")
+    assert code == 0 and "routing local:" not in out      # the racks hold no worker to be told hashed
