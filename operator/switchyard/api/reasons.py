@@ -138,6 +138,10 @@ _ALL = (
     Reason(HOT_FILES_CHANGED := "HotFilesChanged", "P", "Normal event: the pool's hot files (status.hotFiles, "
            "decided from its exporters' per-file read rates) changed; the message names the files added and "
            "removed and the replica counts that moved.", condition=False, event=True),
+    Reason(RING_WEIGHTS_CHANGED := "RingWeightsChanged", "P", "Normal event: a ring host's weight was lowered for "
+           "its measured load (above its planned share while another host had room) or restored (status.ringWeights, "
+           "desired/ringload.py); the message names the hosts and their factors before and after.",
+           condition=False, event=True),
     Reason(PREDICTION_AGREES := "PredictionAgrees", "F", "Normal event: a prediction drift cleared (observed and "
            "predicted agree again, or the facility is idle).", condition=False, event=True),
     Reason(RESCHEDULED := "Rescheduled", "PW", "Normal event: a planned pod on a node gone, NotReady or moved to "

@@ -310,6 +310,10 @@ class XCachePoolStatus(CommonStatus):
     endpoint: str = Field(default="", description="The pool-wide Service address (host:port).")
     ring_out: list[NodeName] = Field(default=[], description="Planned hosts out of the published hash ring: no "
                                      "Ready cache pod on them (readers hash over the rest).")
+    ring_weights: dict[NodeName, Annotated[float, Field(gt=0, lt=1)]] = Field(default={}, description=(
+        "Ring hosts whose rendezvous weight is lowered for their measured load, and by what factor (written by "
+        "the operator only; desired/ringload.py): the fleets publish the plan's weight times the factor; a host "
+        "not listed keeps its planned weight."))
     hot_files: list[HotFile] = Field(default=[], max_length=MAX_HOT_FILES, description=(
         "Files read from more than one cache, with their replica counts (written by the operator only): "
         "published to the readers of the pool's fleets beside the ring; empty, every file has one home."))

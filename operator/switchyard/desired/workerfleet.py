@@ -145,21 +145,25 @@ def routing_problem(intent: FleetIntent, routing: Mapping | None) -> cond.State 
 def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mapping[str, int],
                   workloads: Mapping[str, dict], settings: Settings, nodes: Sequence[NodeInfo] = (),
                   routing: Mapping | None = None, cache_pods: Sequence[Mapping] = (),
-                  hot_files: Sequence[Mapping] = ()) -> FleetOutcome:
+                  hot_files: Sequence[Mapping] = (), ring_weights: Mapping[str, float] | None = None) -> FleetOutcome:
     """The workloads for `counts` (workers per switch the ramp-up reached) and the fleet's status.
 
     `nodes`: where the ring's cache hosts are reached (their InternalIPs) in the routing ConfigMap;
     `routing`: the verdict of the workers' routing check for the fleet's image (routing_verdict), if known;
     `cache_pods`: the pool's cache pods ({"node", "ready"}): a ring host with no Ready one is left out of the
     routing ConfigMap (xcachepool.hosts_out), as the pool's status.ringOut says;
-    `hot_files`: the pool's status.hotFiles ({path, replicas}), published beside the ring.
+    `hot_files`: the pool's status.hotFiles ({path, replicas}), published beside the ring;
+    `ring_weights`: the pool's status.ringWeights (host -> factor): a lowered host's published weight is the
+    plan's times its factor (a host not listed: the plan's weight, so no factor gives the plan's ring text).
     """
     spec, plan = intent.spec, intent.plan
     children = build_fleet(name, namespace, spec, plan, helper_image=settings.exporter_image, counts=dict(counts),
                            staging_env=intent.staging_env, policies=policy_peers(settings))
     addresses = {node.name: node.address for node in nodes}
     out = hosts_out(plan.cache_ring, cache_pods)
-    published = plan.model_copy(update={"cache_ring": {h: w for h, w in plan.cache_ring.items() if h not in out}})
+    factors = ring_weights or {}
+    published = plan.model_copy(update={"cache_ring": {h: w * factors.get(h, 1.0) for h, w in plan.cache_ring.items()
+                                                       if h not in out}})
     if (config := build_routing_config(name, published, addresses, hot_files)) is not None:
         children.insert(0, config)  # applied before the Deployments whose pods mount it
     planned = plan.workers

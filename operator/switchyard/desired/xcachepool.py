@@ -18,6 +18,7 @@ from ..policy.settings import Settings
 from ..topology import NodeInfo
 from . import Outcome, held, validate
 from .hotfiles import HostBudget, file_rates, hot_files
+from .ringload import RingLoad, factors, next_load, seeded, served_counters
 
 KIND = "XCachePool"
 
@@ -27,6 +28,7 @@ class PoolOutcome(Outcome):
     """A pool that converges: besides its children, the plan they realise (its switch label)."""
 
     plan: PoolPlan
+    ring_load: RingLoad | None = None  # what the ring-weight rule keeps until the next read (desired/ringload.py)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class DiskRead:
     status: dict
     reports: tuple[HostDisk, ...] = ()
     texts: tuple[str, ...] = ()  # the /metrics texts that answered: the hot files are decided from them too
+    read_at: float | None = None  # when (any monotonic clock): the ring weights' served Gbps are counter deltas
 
 
 def client_networks(nodes: Sequence[NodeInfo], switch_label: str) -> dict[str, list[str]]:
@@ -81,7 +84,8 @@ def tls_secret_name(spec_raw: Mapping) -> str | None:
 def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping | None, workloads: Mapping[str, dict],
                  nodes: Sequence[NodeInfo], settings: Settings, *, secrets: Mapping[str, dict | None] | None = None,
                  disk: DiskRead | None = None, unmounted: Sequence[UnmountedDisk] = (),
-                 pods: Sequence[Mapping] = (), ring: Mapping[str, float] | None = None) -> PoolOutcome | Outcome:
+                 pods: Sequence[Mapping] = (), ring: Mapping[str, float] | None = None,
+                 ring_load: RingLoad | None = None) -> PoolOutcome | Outcome:
     """The pool's children and status.
 
     `workloads`: desired/current/ready per switch of the StatefulSets it owns;
@@ -91,7 +95,9 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     prepare steps refused as no mounted disk (cachedisk.unmounted_disks); `pods`: its cache pods' nodes and
     readiness, which decide the hosts out of the hash ring (hosts_out, status.ringOut); `ring`: the pool's
     ring as its fleets' plans publish it (host -> weight; None: the planned hosts weigh the same), over which
-    the hot files are decided from the exporters' texts (status.hotFiles, hot_list).
+    the hot files are decided from the exporters' texts (status.hotFiles, hot_list); `ring_load`: what the
+    ring-weight rule kept from the last read (None: seeded from status.ringWeights), which a new read moves
+    (status.ringWeights, ring_weights; the outcome carries the state to keep).
     A plain Outcome (held): nothing is rendered, applied or pruned.
     """
     spec, error = validate(XCachePoolSpec, spec_raw)
@@ -130,7 +136,11 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     if ready and disk is not None:
         out["disk"], reports = disk.status, disk.reports
     weights = ring if ring is not None else dict.fromkeys(sorted(h for hs in hosts.values() for h in hs), 1.0)
-    out["hotFiles"] = hot_list(name, spec, (status or {}).get("hotFiles"), weights, out["ringOut"], nodes,
+    load = ring_weights(name, spec, status, ring_load, {h: w for h, w in weights.items() if h not in out["ringOut"]},
+                        nodes, disk if ready else None)
+    out["ringWeights"] = {h: f for h, f in factors(load).items() if h in weights and h not in out["ringOut"]}
+    effective = {h: w * out["ringWeights"].get(h, 1.0) for h, w in weights.items()}
+    out["hotFiles"] = hot_list(name, spec, (status or {}).get("hotFiles"), effective, out["ringOut"], nodes,
                                disk.texts if ready and disk is not None else ())
     if planned and ready == planned:
         states = cond.ready(f"{ready} cache host(s) ready on {len(switches)} switch(es)")
@@ -147,10 +157,11 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     ) if message]
     if problems:
         states["Degraded"] = cond.State(True, problems[0][0], "; ".join(message for _, message in problems))
-    return PoolOutcome(out, states, children=children, plan=plan,
+    return PoolOutcome(out, states, children=children, plan=plan, ring_load=load,
                        events=degraded_events(cond.condition((status or {}).get("conditions"), "Degraded"),
                                               states["Degraded"], news=not_mounted) + ring_events(status, out["ringOut"])
-                       + hot_file_events((status or {}).get("hotFiles"), out["hotFiles"]))
+                       + hot_file_events((status or {}).get("hotFiles"), out["hotFiles"])
+                       + ring_weight_events((status or {}).get("ringWeights"), out["ringWeights"]))
 
 
 def host_budgets(spec: XCachePoolSpec, ring: Mapping[str, float], nodes: Sequence[NodeInfo],
@@ -169,6 +180,38 @@ def host_budgets(spec: XCachePoolSpec, ring: Mapping[str, float], nodes: Sequenc
         planned = weight / total_weight * total_cap if total_weight > 0 else 0.0
         out[host] = HostBudget(caps[host], planned, None if host in measured else planned)
     return out
+
+
+def ring_weights(name: str, spec: XCachePoolSpec, status: Mapping | None, kept: RingLoad | None,
+                 ring: Mapping[str, float], nodes: Sequence[NodeInfo], disk: DiskRead | None) -> RingLoad:
+    """The ring-weight rule's state after the exporters' read `disk` (desired/ringload.py) over the `ring`
+    (the plan's weights without the hosts out); unchanged when no new read came (none yet, the same one)."""
+    load = kept if kept is not None else seeded(_lowered((status or {}).get("ringWeights")))
+    if disk is None or disk.read_at is None or disk.read_at == load.at:
+        return load
+    caps = {h: b.cap_gbps for h, b in host_budgets(spec, ring, nodes, ()).items()}
+    return next_load(load, served_counters(disk.texts, name), disk.read_at, ring, caps)
+
+
+def _lowered(listed: Mapping | None) -> dict[str, float]:
+    """status.ringWeights as host -> factor; an entry not a factor below 1 (edited by hand) is dropped."""
+    out = {}
+    for host, value in (listed or {}).items():
+        if isinstance(value, (int, float)) and 0 < value < 1:
+            out[str(host)] = float(value)
+    return out
+
+
+def ring_weight_events(before: Mapping | None, after: Mapping[str, float]) -> tuple[tuple[str, str, str], ...]:
+    """A RingWeightsChanged event when the ring's weight factors differ from the status's: each host whose
+    factor moved, from and to (1 for a host not listed)."""
+    was = _lowered(before)
+    moved = [f"{h} {was.get(h, 1.0):g}->{after.get(h, 1.0):g}" for h in sorted(was.keys() | after.keys())
+             if was.get(h, 1.0) != after.get(h, 1.0)]
+    if not moved:
+        return ()
+    return (("Normal", reasons.RING_WEIGHTS_CHANGED,
+             f"ring weight factors ({len(after)} host(s) lowered): {', '.join(moved)}"),)
 
 
 def hot_list(name: str, spec: XCachePoolSpec, before: Sequence[Mapping] | None, ring: Mapping[str, float],

@@ -83,6 +83,18 @@ def hot_files_of(index, namespace: str, pool: str | None) -> list[dict]:
     return next(iter(index.get((namespace, pool), [])), []) if pool else []
 
 
+@kopf.index(GROUP, VERSION, "xcachepools")
+def ring_weights_index(body, **_):
+    """(namespace, pool) -> its status.ringWeights (host -> factor), for the pools that lower any host: the
+    fleets publish the plan's weights times them. A pool with none maps to {}, which drops its entry."""
+    lowered = (body.get("status") or {}).get("ringWeights")
+    return {(body["metadata"]["namespace"], body["metadata"]["name"]): dict(lowered)} if lowered else {}
+
+
+def ring_weights_of(index, namespace: str, pool: str | None) -> dict[str, float]:
+    return dict(next(iter(index.get((namespace, pool), [])), {})) if pool else {}
+
+
 def fleets_reading(fleet_index, namespace: str, pool: str) -> list[str]:
     """The WorkerFleets (names) whose plan reads through `pool`: those that publish its ring."""
     return sorted({f["metadata"]["name"] for store in fleet_index.values() for f in store

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..observe import drift
+from ..desired.ringload import RingLoad
 from ..desired.xcachepool import DiskRead
 from ..rampup import Bucket
 from ..s3 import S3
@@ -88,7 +89,8 @@ class FleetMemory(ObjectMemory):
 @dataclass
 class PoolMemory(ObjectMemory):
     disk_read: tuple[float, DiskRead] | None = None  # when the exporters were last read, and what they said
-    hot_seen: list | None = None  # the status.hotFiles the pool's last watch event carried
+    published_seen: tuple | None = None  # the status.hotFiles and ringWeights the pool's last watch event carried
+    ring_load: RingLoad | None = None  # the ring-weight rule's counters and steps (desired/ringload.py)
 
 
 @dataclass

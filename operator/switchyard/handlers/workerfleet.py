@@ -15,7 +15,7 @@ from ..policy.settings import current
 from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
-from .indexes import cache_pods_of, hot_files_of, nodes_of, per_switch, workloads_of
+from .indexes import cache_pods_of, hot_files_of, nodes_of, per_switch, ring_weights_of, workloads_of
 from .loop import register, wake
 from .memory import FleetMemory, RoutingRead
 from .status import post, why_waiting, write_status
@@ -76,7 +76,8 @@ def _check_part(pod: dict) -> dict:
                                                  if c["name"] == CHECK_CONTAINER]}}
 
 
-def reconcile(body, logger, deployment_index, node_index, cache_pod_index, hot_files_index, **_) -> float | None:
+def reconcile(body, logger, deployment_index, node_index, cache_pod_index, hot_files_index, ring_weights_index,
+              **_) -> float | None:
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     staging = staging_name(body["spec"])
@@ -97,7 +98,8 @@ def reconcile(body, logger, deployment_index, node_index, cache_pod_index, hot_f
     outcome = desired_fleet(name, namespace, intent, counts, workloads, current(), nodes_of(node_index),
                             routing=read_routing(kept, namespace, name, intent, started),
                             cache_pods=cache_pods_of(cache_pod_index, namespace, intent.plan.pool),
-                            hot_files=hot_files_of(hot_files_index, namespace, intent.plan.pool))
+                            hot_files=hot_files_of(hot_files_index, namespace, intent.plan.pool),
+                            ring_weights=ring_weights_of(ring_weights_index, namespace, intent.plan.pool))
     if (unaddressed := outcome.unaddressed) and kept.unaddressed != unaddressed:
         logger.warning(f"Cache host(s) {', '.join(unaddressed)} have no InternalIP: the ring names them by node "
                        "name, which workers resolve only where the site's DNS knows node names")

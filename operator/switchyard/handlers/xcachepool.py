@@ -13,7 +13,7 @@ from ..builders.xcachepool import CHILD_KINDS
 from ..observe.cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
 from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, ring_events, tls_secret_name
-from ..observe.metrics import HOT_FILES, MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS
+from ..observe.metrics import HOT_FILES, MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS, RING_WEIGHT_FACTOR
 from ..policy.settings import current
 from . import memory
 from .client import kube
@@ -44,9 +44,10 @@ def read_disks(kept: PoolMemory, namespace: str, name: str, high_watermark: floa
             unreachable.append(host)
         else:
             reports.append(report)
+    at = time.monotonic()
     read = DiskRead(disk_status(reports, unreachable, high_watermark, now()), tuple(reports),
-                    tuple(text for text in texts if text is not None))
-    kept.disk_read = (time.monotonic(), read)
+                    tuple(text for text in texts if text is not None), read_at=at)
+    kept.disk_read = (at, read)
     return read
 
 
@@ -74,17 +75,18 @@ def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, flee
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     workloads = per_switch(workloads_of(statefulset_index, uid))
+    kept = memory.of(body, PoolMemory)
     disk = None
     if any(w["ready"] for w in workloads.values()):
         spec, _ = validate(XCachePoolSpec, body["spec"])
         if spec is not None:
-            disk = read_disks(memory.of(body, PoolMemory), namespace, name, spec.pfc.high_watermark)
+            disk = read_disks(kept, namespace, name, spec.pfc.high_watermark)
     nodes = nodes_of(node_index)
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
                            secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
                            unmounted=read_unmounted(namespace, name, workloads),
                            pods=cache_pods_of(cache_pod_index, namespace, name),
-                           ring=ring_read_through(fleet_index, namespace, name))
+                           ring=ring_read_through(fleet_index, namespace, name), ring_load=kept.ring_load)
     if not isinstance(outcome, PoolOutcome):  # nothing rendered, applied or pruned
         facility = ((body["spec"] or {}).get("facilityRef") or {}).get("name")
         write_status(KIND, body, outcome.status, why_waiting(outcome.states, namespace, facility, "pool"), logger)
@@ -94,6 +96,7 @@ def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, flee
     except Refused as exc:
         write_status(KIND, body, {}, exc.states(), logger)
         return
+    kept.ring_load = outcome.ring_load
     evict_misplaced_pods(body, {POOL_LABEL: name}, outcome.plan.switch_label, nodes, logger)
     MANAGED_OBJECTS.labels(KIND, namespace, name).set(len(outcome.children))
     planned = {h for hosts in outcome.plan.hosts.values() for h in hosts}
@@ -101,6 +104,8 @@ def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, flee
     if ring_events(body.get("status"), outcome.status["ringOut"]):
         RING_CHANGES.labels(namespace, name).inc()
     HOT_FILES.labels(namespace, name).set(len(outcome.status["hotFiles"]))
+    for host in sorted(planned):
+        RING_WEIGHT_FACTOR.labels(namespace, name, host).set(outcome.status["ringWeights"].get(host, 1.0))
     post(body, outcome.events, logger)
     write_status(KIND, body, outcome.status, outcome.states, logger)
 
@@ -121,26 +126,28 @@ def cache_pod_changed(body, type, fleet_index, **_) -> None:
         wake("WorkerFleet", namespace, fleet)
 
 
-def _listed_hot_files(body) -> list:
-    return list((body.get("status") or {}).get("hotFiles") or ())
+def _published(body) -> tuple:
+    """What the pool's fleets publish of its status beside the plan's ring: its hot files and weight factors."""
+    status = body.get("status") or {}
+    return list(status.get("hotFiles") or ()), dict(status.get("ringWeights") or {})
 
 
-def hot_list_moved(body, type, **_) -> bool:
-    """Whether a pool's watch event carries another hot list than its last one: hot_files_changed's filter,
-    so kopf runs (and logs) it only then, not at every status write of the pool."""
+def published_moved(body, type, **_) -> bool:
+    """Whether a pool's watch event carries another hot list or other ring weights than its last one:
+    published_changed's filter, so kopf runs (and logs) it only then, not at every status write of the pool."""
     if type == "DELETED" or body["metadata"].get("deletionTimestamp"):
         return False   # the delete handler forgets the pool's memory; touching it would make it again
-    return memory.of(body, PoolMemory).hot_seen != _listed_hot_files(body)
+    return memory.of(body, PoolMemory).published_seen != _published(body)
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL, when=hot_list_moved)
-def hot_files_changed(body, type, fleet_index, **_) -> None:
-    """A pool's status.hotFiles changed: the fleets that read through it publish the new list now, not at
-    their next tick. Here, not after the reconcile's status write: kopf updates hot_files_index, which the
-    fleets publish from, before it runs the event's handlers."""
+@kopf.on.event(GROUP, VERSION, PLURAL, when=published_moved)
+def published_changed(body, type, fleet_index, **_) -> None:
+    """A pool's status.hotFiles or status.ringWeights changed: the fleets that read through it publish them
+    now, not at their next tick. Here, not after the reconcile's status write: kopf updates hot_files_index
+    and ring_weights_index, which the fleets publish from, before it runs the event's handlers."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     pool = memory.of(body, PoolMemory)
-    seen, pool.hot_seen = pool.hot_seen, _listed_hot_files(body)
+    seen, pool.published_seen = pool.published_seen, _published(body)
     if type is None or seen is None:  # kopf's initial listing, or first seen: fleets read it anyway
         return
     for fleet in fleets_reading(fleet_index, namespace, name):

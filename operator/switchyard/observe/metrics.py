@@ -34,6 +34,9 @@ RING_CHANGES = Counter("switchyard_ring_changes_total", "Times a pool's publishe
 HOT_FILES = Gauge("switchyard_hot_files", "Files an XCachePool lists as hot (status.hotFiles: read from more than one "
                   "cache), as decided from its exporters' per-file read rates; a change is a HotFilesChanged event.",
                   ["namespace", "pool"])
+RING_WEIGHT_FACTOR = Gauge("switchyard_ring_weight_factor", "Factor on a ring host's planned rendezvous weight for its "
+                           "measured load (status.ringWeights; 1: as planned, down to 0.5); a change is a "
+                           "RingWeightsChanged event.", ["namespace", "pool", "host"])
 
 # --------------------------------------------------------------- the plan
 PLAN_PREDICTED_GBPS = Gauge("switchyard_plan_predicted_gbps", "Deliverable aggregate Gbps the plan predicts.", ["namespace", "facility"])

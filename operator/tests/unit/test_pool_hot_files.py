@@ -53,8 +53,8 @@ def pool_event(hot: list[dict] | None, uid: str = "u1") -> dict:
 
 def event(body, type, fleet_index) -> None:
     """A watch event as kopf delivers it: the handler runs only when its filter lets it."""
-    if handler.hot_list_moved(body=body, type=type):
-        handler.hot_files_changed(body=body, type=type, fleet_index=fleet_index)
+    if handler.published_moved(body=body, type=type):
+        handler.published_changed(body=body, type=type, fleet_index=fleet_index)
 
 
 def test_a_changed_hot_list_wakes_the_fleets_reading_through_the_pool(woken):
