@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 
 from ..api.workerfleet import DEFAULT_DASK_IMAGE, DEFAULT_TASKVINE_IMAGE, WorkerFleetSpec
 from ..api.plans import FleetPlan
-from ..routing import HASH_RULE, HOT_KEY, RING_FILE_ENV, ring_entry  # HASH_RULE: planner/hashing.py's, as workers are told it
+from ..routing import HASH_RULE, HOT_KEY, RING_FILE_ENV, RING_KEY, ring_entry  # HASH_RULE: planner/hashing.py's, as workers are told it
 from .common import (COMPONENT_LABEL, FLEET_LABEL, GATEWAY_COMPONENT, SWITCH_LABEL, PolicyPeers, child_name,
                      dask_scheduler_probes, ingress_policy, labels, namespaces_peer, restricted_pod_security_context,
                      restricted_security_context, switch_affinity, tolerations)
@@ -60,7 +60,7 @@ DASK_SCHEDULER_PORT = 8786
 DASK_DASHBOARD_PORT = 8787
 CHILD_KINDS = ("Deployment", "Service", "NetworkPolicy", "ConfigMap")
 ROUTING_DIR = "/etc/switchyard/routing"  # the routing ConfigMap, mounted as a directory (never subPath)
-RING_KEY, SWITCHES_KEY = "ring", "switches"
+SWITCHES_KEY = "switches"
 # Dask workers that read through a pool load switchyard.routing.dask_preload: their
 # root:// reads (fsspec, uproot) then go to the caches their environment names. The
 # routing client is the operator's copy on PYTHONPATH (routing_containers), in any image;
@@ -179,12 +179,16 @@ def _host(address: str) -> str:
 def ring_entries(plan: FleetPlan, addresses: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
     """The ring's entries (`node@root://InternalIP:port=weight`, by node name) and the cache hosts
     named by their node name for want of an InternalIP (`addresses`: node name -> its InternalIP)."""
+    return _entries(plan.cache_ring, plan.pool_port, addresses)
+
+
+def _entries(ring: Mapping[str, float], port: int, addresses: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
     entries, unaddressed = [], []
-    for node, weight in sorted(plan.cache_ring.items()):
+    for node, weight in sorted(ring.items()):
         address = addresses.get(node)
         if not address:
             unaddressed.append(node)
-        entries.append(ring_entry(node, f"{_host(address or node)}:{plan.pool_port}", weight))
+        entries.append(ring_entry(node, f"{_host(address or node)}:{port}", weight))
     return entries, unaddressed
 
 
@@ -202,6 +206,20 @@ def hot_list_text(pool: str, hot_files: Sequence[Mapping]) -> str | None:
     return "".join(f"{line}\n" for line in [header, *(f"{k} {path}" for path, k in sorted(replicas.items()))])
 
 
+def routing_data(pool: str, ring: Mapping[str, float], port: int, addresses: Mapping[str, str | None],
+                 hot_files: Sequence[Mapping] = ()) -> dict[str, str]:
+    """A pool's ring (`ring`: node -> weight, as published) and hot list as its readers read them: the
+    `ring` and `hot` keys of its fleets' routing ConfigMaps, and what its exporters serve to readers outside
+    Kubernetes (builders/xcachepool.py build_client_map). No hot file, no `hot` key."""
+    entries, unaddressed = _entries(ring, port, addresses)
+    header = [f"# {HASH_RULE} ring of XCachePool {pool}: node@root://address:port=weight, one per line"]
+    header += [f"# {node}: no InternalIP, named by its node name" for node in unaddressed]
+    data = {RING_KEY: "\n".join(header + entries) + "\n"}
+    if (hot := hot_list_text(pool, hot_files)) is not None:
+        data[HOT_KEY] = hot
+    return data
+
+
 def build_routing_config(fleet: str, plan: FleetPlan, addresses: Mapping[str, str | None],
                          hot_files: Sequence[Mapping] = ()) -> dict | None:
     """The fleet's routing ConfigMap (what its ring readers re-read), or None for a fleet without a pool.
@@ -209,13 +227,9 @@ def build_routing_config(fleet: str, plan: FleetPlan, addresses: Mapping[str, st
     `hot_files`: the pool's status.hotFiles ({path, replicas}); none, no `hot` key."""
     if not plan.pool:
         return None
-    entries, unaddressed = ring_entries(plan, addresses)
-    header = [f"# {HASH_RULE} ring of XCachePool {plan.pool}: node@root://address:port=weight, one per line"]
-    header += [f"# {node}: no InternalIP, named by its node name" for node in unaddressed]
-    data = {RING_KEY: "\n".join(header + entries) + "\n",
-            SWITCHES_KEY: "".join(f"{sw}\n" for sw in plan.cache_switches)}
-    if (hot := hot_list_text(plan.pool, hot_files)) is not None:
-        data[HOT_KEY] = hot
+    routing = routing_data(plan.pool, plan.cache_ring, plan.pool_port, addresses, hot_files)
+    data = {RING_KEY: routing[RING_KEY], SWITCHES_KEY: "".join(f"{sw}\n" for sw in plan.cache_switches),
+            **({HOT_KEY: routing[HOT_KEY]} if HOT_KEY in routing else {})}
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": routing_config_name(fleet), "labels": labels("routing", fleet, **{FLEET_LABEL: fleet})},

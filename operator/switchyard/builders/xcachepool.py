@@ -75,13 +75,21 @@ def client_map_name(pool: str) -> str:
     return child_name(pool, "clients")
 
 
-def build_client_map(pool: str, clients: Mapping[str, Iterable[str]]) -> dict:
-    """The exporters' client map (switch -> node InternalIPs and pod CIDRs). Kept out of the config checksum:
-    kubelet refreshes the mounted file and the exporter re-reads it, so node churn restarts no cache host."""
+def build_client_map(pool: str, clients: Mapping[str, Iterable[str]],
+                     routing: Mapping[str, str] | None = None) -> dict:
+    """The exporters' client map (switch -> node InternalIPs, pod CIDRs and outside readers' CIDRs). Kept
+    out of the config checksum: kubelet refreshes the mounted file and the exporter re-reads it, so node
+    churn restarts no cache host.
+
+    `routing`: the pool's `ring` and `hot` texts (builders/workerfleet.py routing_data) while outside
+    readers read through it, which the exporters serve them (GET /routing/ring, /routing/hot). Beside the
+    client map, not in a ConfigMap of their own: this one is already mounted (as a directory, so kubelet
+    refreshes it) in every exporter, so publishing them changes no pod template and restarts no cache host;
+    without outside readers the ConfigMap is the one of before."""
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": client_map_name(pool), "labels": labels("xcache", pool, **{POOL_LABEL: pool})},
-        "data": {clientmap.KEY: clientmap.render(clients)},
+        "data": {clientmap.KEY: clientmap.render(clients), **dict(sorted((routing or {}).items()))},
     }
 
 
@@ -234,12 +242,14 @@ def build_pdb(pool: str) -> dict:
 
 
 def build_pool(pool: str, spec: XCachePoolSpec, hosts_by_switch: dict[str, list[str]], switch_label: str,
-               exporter_image: str, clients: Mapping[str, Iterable[str]] | None = None) -> list[dict]:
+               exporter_image: str, clients: Mapping[str, Iterable[str]] | None = None,
+               routing: Mapping[str, str] | None = None) -> list[dict]:
     """Every child of one pool, in the order they are applied: what a cache pod mounts (its config and the
     client map) and the Service a StatefulSet's serviceName names ("must exist before the StatefulSet", the
-    StatefulSetSpec API reference) come before the StatefulSet; `clients`: switch -> networks."""
+    StatefulSetSpec API reference) come before the StatefulSet; `clients`: switch -> networks; `routing`:
+    what its exporters serve readers outside Kubernetes (build_client_map)."""
     cm, checksum = build_config_map(pool, spec)
-    out = [cm, build_client_map(pool, clients or {})]
+    out = [cm, build_client_map(pool, clients or {}, routing)]
     for switch in sorted(hosts_by_switch):
         hosts = tuple(sorted(hosts_by_switch[switch]))
         if not hosts:

@@ -85,8 +85,10 @@ RULES: tuple[Rule, ...] = (
           "observe/metrics.py", "s3/"), "kopf"),
     Rule(("observe/metrics.py",), "the operator's metrics", ("observe/exporterspec.py",), "prometheus_client"),
     Rule(("observe/exporter.py", "observe/fileload.py"), "the cache sidecar's runtime (builders and "
-         "`observe/metrics.py` never import it); `fileload.py`, its per-file read rates (pure: decaying, bounded)",
-         ("observe/exporterspec.py", "observe/clientmap.py", "xrootd/"), "prometheus_client"),
+         "`observe/metrics.py` never import it), which also serves the pool's routing to readers outside "
+         "Kubernetes; `fileload.py`, its per-file read rates (pure: decaying, bounded)",
+         ("observe/exporterspec.py", "observe/clientmap.py", "xrootd/", "routing/__init__.py"),
+         "prometheus_client; `routing` for the paths and keys the readers' client fetches"),
     Rule(("s3/",), "the S3 client and the staging decisions (`s3/staging.py`: `assess`)",
          ("api/", "conditions.py"), "boto3"),
     Rule(("generate/",), "what `make generate` writes: CRDs, dashboards, chart values and schema, alert rules "

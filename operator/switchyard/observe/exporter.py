@@ -17,6 +17,17 @@ scrape. Its cardinality is bounded: at most HOT_FILES_SHOWN series per cache
 host, and a file whose rate falls below the floor leaves, so the series that
 churn are only those of files moving in and out of the top; a full per-file
 table (thousands of paths) is what must not reach Prometheus, and does not.
+
+The same port serves the pool's routing to readers outside Kubernetes
+(HTCondor jobs: no credentials, no mounted ConfigMap, but they reach the
+cache hosts' addresses, and this sidecar runs on the host network):
+`GET /routing/ring` and `/routing/hot`, the `ring` and `hot` keys the
+operator puts beside the client map in the same ConfigMap while a facility's
+spec.outsideReaders read through the pool (builders/xcachepool.py), the text
+the fleets' routing ConfigMaps hold. Read from the mounted files at each
+request, so kubelet's refresh reaches them with no restart; 404 when the pool
+publishes none (and for `hot` when it lists no hot file). switchyard.routing
+fetches them (SWITCHYARD_ROUTING_URL).
 """
 
 from __future__ import annotations
@@ -31,7 +42,10 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, start_http_server
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -40,6 +54,7 @@ from .exporterspec import (
     DEFAULT_METRICS_PORT, FAMILIES, HOT_FILE_FLOOR_BYTES_PER_SECOND, HOT_FILES_SHOWN, LABELS, PREFIX,
 )
 from .fileload import FileLoad
+from ..routing import HOT_KEY, RING_KEY, ROUTING_PATH
 from ..xrootd.config import DEFAULT_EXPORTER_PORT
 from ..xrootd.monitoring import CacheTotals, FileStream, MalformedPacket, Summary, UserLogin, decode
 
@@ -264,6 +279,50 @@ def _sample(name: str, labels: list[str], value: float) -> CounterMetricFamily |
     return family
 
 
+ROUTED = {f"{ROUTING_PATH}/{key}": key for key in (RING_KEY, HOT_KEY)}  # URL path -> the mounted key
+
+
+def routing_app(metrics_app, routing_dir: str | None):
+    """A WSGI app: ROUTED paths from the files in `routing_dir` (text, never cached), the rest `metrics_app`."""
+    def app(environ, start_response):
+        key = ROUTED.get(environ.get("PATH_INFO", ""))
+        if key is None:
+            return metrics_app(environ, start_response)
+        text = None
+        if routing_dir:
+            try:
+                with open(os.path.join(routing_dir, key), encoding="utf-8") as handle:
+                    text = handle.read()
+            except OSError:
+                text = None
+        if text is None:
+            body = f"no {key} published: no spec.outsideReaders group reads through this pool\n".encode()
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
+                                             ("Content-Length", str(len(body)))])
+            return [body]
+        body = text.encode("utf-8")
+        start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-cache"),
+                                  ("Content-Length", str(len(body)))])
+        return [body] if environ.get("REQUEST_METHOD") != "HEAD" else []
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        """No line per request: Prometheus and the outside readers ask all the time."""
+
+
+def start_server(port: int, address: str, app) -> tuple:
+    """`app` served on address:port from a daemon thread, as prometheus_client's start_http_server does."""
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+
+    httpd = make_server(address, port, app, Server, handler_class=_QuietHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    return httpd, thread
+
+
 def _host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -317,7 +376,10 @@ def main(argv: list[str]) -> int:
     receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # ride out bursts of file closes
     receiver.bind(args.udp)
     receiver.settimeout(0.5)  # wake up to notice a stop request
-    server, server_thread = start_http_server(args.metrics_port, args.metrics_address, registry=registry)
+    # The routing the operator publishes beside the client map (the same mounted ConfigMap).
+    routing_dir = os.path.dirname(args.client_map) if args.client_map else None
+    server, server_thread = start_server(args.metrics_port, args.metrics_address,
+                                         routing_app(make_wsgi_app(registry), routing_dir))
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -21,7 +21,21 @@ host's node name), `host` where it is reached (its node's InternalIP, say
 The rule hashes the name, never the address, so a cache host whose address
 changes keeps its files.
 
-When both are given the file wins. It is re-read when it changes (a stat of
+Readers outside Kubernetes (HTCondor jobs on batch nodes, with no credentials
+and no mounted ConfigMap) are given `SWITCHYARD_ROUTING_URL` instead: a comma
+list of the pool's cache hosts' exporters, `http://<InternalIP>:9933` each,
+which serve the same ring text at `/routing/ring` and the hot list at
+`/routing/hot` (observe/exporter.py; published while a facility's
+spec.outsideReaders read through the pool). They are fetched again at most
+every ROUTING_URL_RECHECK_SECONDS, from the first exporter that answers (the
+one that answered last first): each cache host serves the whole pool's ring,
+so any one that is up will do. No proxy is used (a batch node's `http_proxy`
+would not reach, or would cache, the caches' own addresses). The first fetch
+failing on every one, with no inline ring to fall back on, is a RoutingError;
+after that a failed fetch keeps the last good ring and hot list, logged once.
+
+When several are given the ring file wins, then the routing URL, then the
+inline ring. The file is re-read when it changes (a stat of
 its path at most every RING_RECHECK_SECONDS; the kubelet swaps the mounted
 directory's `..data` symlink atomically, so the path names a new inode): each
 read picks its caches from the ring of the moment it starts and keeps that
@@ -88,7 +102,12 @@ RING_ENV = "SWITCHYARD_CACHE_RING"
 RING_FILE_ENV = "SWITCHYARD_CACHE_RING_FILE"
 RING_RECHECK_SECONDS = 5.0  # how often a ring file's path is stat'ed, at most: the kubelet refreshes in ~1 minute
 RULE_ENV = "SWITCHYARD_HASH_RULE"
+RING_KEY = "ring"  # the ring's key in the routing ConfigMaps (the fleets', and beside a pool's client map)
 HOT_KEY = "hot"  # the hot list's key in the routing ConfigMap, so its file beside the ring file
+ROUTING_URL_ENV = "SWITCHYARD_ROUTING_URL"  # exporters serving the pool's routing (readers outside Kubernetes)
+ROUTING_PATH = "/routing"  # where an exporter serves it: ROUTING_PATH/ring (RING_KEY's text), ROUTING_PATH/hot
+ROUTING_URL_RECHECK_SECONDS = 30.0  # how often it is fetched again, at most: the kubelet refreshes in ~1 minute
+ROUTING_URL_TIMEOUT_SECONDS = 3.0  # per exporter: one that does not answer is passed over quickly
 HOT_FILE_ENV = "SWITCHYARD_CACHE_HOT_FILE"  # another place for it (a client outside Kubernetes)
 READER_ENV = "SWITCHYARD_READER"  # the reader's identity for the hot-file rule; else HOSTNAME, the pod's name
 ORIGIN_MODE_ENV = "SWITCHYARD_CACHE_ORIGIN_MODE"
@@ -290,6 +309,123 @@ class HotFile(MountedFile):
         log.info("switchyard routing: the hot list %s changed: %d hot file(s)", self.path, len(value))
 
 
+def routing_urls(value: str, source: str = ROUTING_URL_ENV) -> tuple[str, ...]:
+    """`http://host:port[,http://host:port...]` (a bare `host:port` is http) -> the exporters' base URLs."""
+    bases = []
+    for item in (i.strip() for i in value.replace("\n", ",").split(",")):
+        if not item:
+            continue
+        url = item if "://" in item else f"http://{item}"
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+        except ValueError as error:
+            raise RoutingError(f"{source}: {item!r} is not an http://host:port URL ({error})") from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise RoutingError(f"{source}: {item!r} is not an http://host:port URL")
+        bases.append(f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}")
+    if not bases:
+        raise RoutingError(f"{source}: {value!r} names no exporter (http://host:port, comma-separated)")
+    return tuple(bases)
+
+
+class NotPublished(OSError):
+    """An exporter answered 404: its pool publishes no routing (or, for the hot list, lists no hot file)."""
+
+
+def fetch_text(url: str, timeout: float = ROUTING_URL_TIMEOUT_SECONDS) -> str:
+    """GET `url` directly (no proxy), as text; NotPublished for a 404, OSError for any other failure."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            return response.read().decode("utf-8")
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            raise NotPublished(f"{url}: 404 {error.reason}") from None
+        raise OSError(f"{url}: HTTP {error.code} {error.reason}") from None
+    except (urllib.error.URLError, UnicodeDecodeError, ValueError) as error:
+        raise OSError(f"{url}: {getattr(error, 'reason', error)}") from None
+
+
+class PublishedRouting:
+    """The pool's ring and hot list as its exporters serve them (SWITCHYARD_ROUTING_URL), fetched again
+    at most every `recheck` seconds; a fetch failing on every exporter keeps the last good ones (the
+    `fallback` ring until one answered), logged once per distinct problem."""
+
+    def __init__(self, bases: tuple[str, ...], fallback: tuple[Cache, ...] = (),
+                 recheck: float = ROUTING_URL_RECHECK_SECONDS, clock=time.monotonic, fetch=fetch_text) -> None:
+        self.bases, self.recheck, self._clock, self._fetch = bases, recheck, clock, fetch
+        self._ring, self._hot = fallback, {}
+        self._first, self._checked, self._problem, self._hot_problem = 0, None, "", ""
+        self.answered = False  # whether any exporter has answered yet
+        self._lock = threading.Lock()
+        self._current()
+
+    @property
+    def problem(self) -> str:
+        return self._problem
+
+    def ring(self) -> tuple[Cache, ...]:
+        return self._current()[0]
+
+    def hot(self) -> dict[str, int]:
+        return self._current()[1]
+
+    def _current(self) -> tuple[tuple[Cache, ...], dict[str, int]]:
+        now = self._clock()
+        if self._checked is None or now - self._checked >= self.recheck:
+            with self._lock:
+                if self._checked is None or now - self._checked >= self.recheck:
+                    self._checked = now
+                    self._refresh()
+        return self._ring, self._hot
+
+    def _refresh(self) -> None:
+        problems = []
+        order = self.bases[self._first:] + self.bases[:self._first]
+        for base in order:
+            try:
+                ring = parse_ring(self._fetch(base + ROUTING_PATH + "/" + RING_KEY), f"{ROUTING_URL_ENV} {base}",
+                                  allow_empty=True)
+            except (OSError, RoutingError) as error:
+                problems.append(str(error))
+                continue
+            self._first = self.bases.index(base)
+            self._use(ring, self._hot_list(base))
+            return
+        problem = "; ".join(problems)
+        if problem != self._problem:
+            kept = ",".join(c.name for c in self._ring) or "none"
+            log.warning("switchyard routing: no exporter of %s answered (%s); keeping the last good ring (%s)",
+                        ROUTING_URL_ENV, problem, kept)
+        self._problem = problem
+
+    def _hot_list(self, base: str) -> dict[str, int]:
+        """The hot list of the exporter whose ring was just read (one ConfigMap's two keys); none when it
+        lists none, or cannot be read or parsed (a read never fails on it)."""
+        try:
+            hot = parse_hot(self._fetch(base + ROUTING_PATH + "/" + HOT_KEY), f"hot list {base}")
+        except NotPublished:
+            hot = {}
+        except (OSError, RoutingError) as error:
+            if str(error) != self._hot_problem:
+                log.warning("switchyard routing: cannot use the hot list of %s (%s); no hot file until it parses",
+                            base, error)
+            self._hot_problem = str(error)
+            return {}
+        self._hot_problem = ""
+        return hot
+
+    def _use(self, ring: tuple[Cache, ...], hot: dict[str, int]) -> None:
+        if self.answered and (ring, hot) != (self._ring, self._hot):
+            log.info("switchyard routing: the published routing changed: %s; %d hot file(s)",
+                     ",".join(f"{c.name}={c.weight:g}" for c in ring) or "no cache", len(hot))
+        self._ring, self._hot, self._problem, self.answered = ring, hot, "", True
+
+
 def file_path(url: str) -> str | None:
     """The path a routed URL reads and the rule hashes, or None for a URL that is not routed."""
     try:
@@ -314,6 +450,7 @@ class Router:
     origin_mode: str = "fixed"  # the pool's origin.mode: "forward" puts the origin's URL in the path
     ring_file: RingFile | None = field(default=None, compare=False)  # when set, its current ring wins over `ring`
     hot_file: HotFile | None = field(default=None, compare=False)  # the hot list: {path: replicas}
+    published: PublishedRouting | None = field(default=None, compare=False)  # SWITCHYARD_ROUTING_URL's ring and hot list
     reader: str = ""  # who reads, for the hot-file rule (READER_ENV)
 
     @classmethod
@@ -324,12 +461,13 @@ class Router:
         endpoint = (env.get(ENDPOINT_ENV) or "").strip() or None
         ring_text = (env.get(RING_ENV) or "").strip()
         ring_path = (env.get(RING_FILE_ENV) or "").strip()
+        routing_url = (env.get(ROUTING_URL_ENV) or "").strip()
         rule = (env.get(RULE_ENV) or "").strip()
         origin_mode = (env.get(ORIGIN_MODE_ENV) or "").strip() or "fixed"
-        if routing is None and endpoint is None and not ring_text and not ring_path:
+        if routing is None and endpoint is None and not ring_text and not ring_path and not routing_url:
             return cls()
         if routing is None:
-            routing = "hashed" if ring_text or ring_path else "local"
+            routing = "hashed" if ring_text or ring_path or routing_url else "local"
         if routing not in ("local", "hashed"):
             raise RoutingError(f"{ROUTING_ENV}: {routing!r} is not 'local' or 'hashed'")
         if origin_mode not in ("fixed", "forward"):
@@ -338,28 +476,42 @@ class Router:
             scheme, _, address = _address(endpoint, ENDPOINT_ENV)
             endpoint = f"{scheme}://{address}"
         ring: tuple[Cache, ...] = ()
-        ring_file = hot_file = None
-        if routing == "hashed" and (ring_text or ring_path):
+        ring_file = hot_file = published = None
+        if routing == "hashed" and (ring_text or ring_path or routing_url):
             if rule and rule != HASH_RULE:
                 raise RoutingError(f"{RULE_ENV}: {rule!r} is a rule this client does not know (it applies {HASH_RULE})")
             ring = parse_ring(ring_text) if ring_text else ()
             ring_file = RingFile(ring_path, ring) if ring_path else None
+            if routing_url and ring_file is None:
+                published = PublishedRouting(routing_urls(routing_url), ring)
+                if not published.answered and not ring:
+                    raise RoutingError(f"{ROUTING_URL_ENV}: no exporter answered ({published.problem})")
             hot_path = (env.get(HOT_FILE_ENV) or "").strip() or (os.path.join(os.path.dirname(ring_path), HOT_KEY)
                                                                   if ring_path else "")
             hot_file = HotFile(hot_path) if hot_path else None
-        if endpoint is None and not ring and ring_file is None:
-            needs = ENDPOINT_ENV if routing == "local" else f"{RING_FILE_ENV}, {RING_ENV} or {ENDPOINT_ENV}"
+        if endpoint is None and not ring and ring_file is None and published is None:
+            needs = ENDPOINT_ENV if routing == "local" else \
+                f"{RING_FILE_ENV}, {ROUTING_URL_ENV}, {RING_ENV} or {ENDPOINT_ENV}"
             raise RoutingError(f"{ROUTING_ENV} is {routing!r} but {needs} is not set")
         reader = (env.get(READER_ENV) or env.get("HOSTNAME") or "").strip() or socket.gethostname()
-        return cls(routing, endpoint, ring, origin_mode, ring_file, hot_file, reader)
+        return cls(routing, endpoint, ring, origin_mode, ring_file, hot_file, published, reader)
 
     @property
     def active(self) -> bool:
         return self.routing is not None
 
     def current_ring(self) -> tuple[Cache, ...]:
-        """The ring of this moment: the ring file's when there is one, else the environment's."""
-        return self.ring_file.current() if self.ring_file is not None else self.ring
+        """The ring of this moment: the ring file's when there is one, else the published one, else the
+        environment's."""
+        if self.ring_file is not None:
+            return self.ring_file.current()
+        return self.published.ring() if self.published is not None else self.ring
+
+    def hot_list(self) -> dict[str, int]:
+        """The hot list of this moment: its file's, else the published one; none without either."""
+        if self.hot_file is not None:
+            return self.hot_file.current()
+        return self.published.hot() if self.published is not None else {}
 
     def caches(self, path: str) -> list[str]:
         """host[:port] of the caches to read `path` from, in order (the rule's, in hashed routing; for a
@@ -371,7 +523,7 @@ class Router:
             weights = {c.name: c.weight for c in ring}
             addresses = {c.name: c.address for c in ring}
             rule = hashing()
-            replicas = self.hot_file.current().get(path, 0) if self.hot_file is not None else 0
+            replicas = self.hot_list().get(path, 0)
             order = rule.hot_order(path, weights, self.reader, replicas) if replicas else rule.order(path, weights)
             return [addresses[name] for name in order]
         return [self.endpoint.split("://", 1)[1]] if self.endpoint else []
@@ -404,5 +556,6 @@ def candidates(url: str, environ: Mapping[str, str] | None = None) -> list[str]:
     return Router.from_env(environ).candidates(url)
 
 
-__all__ = ["HASH_RULE", "HOT_KEY", "Cache", "HotFile", "RingFile", "Router", "RoutingError", "candidates", "file_path",
-           "parse_hot", "parse_ring", "ring_entry", "route"]
+__all__ = ["HASH_RULE", "HOT_KEY", "RING_KEY", "ROUTING_PATH", "ROUTING_URL_ENV", "Cache", "HotFile", "PublishedRouting", "RingFile",
+           "Router", "RoutingError", "candidates", "file_path", "parse_hot", "parse_ring", "ring_entry", "route",
+           "routing_urls"]

@@ -8,7 +8,11 @@ The routing comes from the worker's environment (SWITCHYARD_ROUTING,
 SWITCHYARD_CACHE_ENDPOINT, SWITCHYARD_CACHE_RING_FILE or SWITCHYARD_CACHE_RING,
 SWITCHYARD_HASH_RULE; the hot list beside the ring file, read as this reader,
 SWITCHYARD_READER or HOSTNAME, reads it);
-without it each URL is printed as it is. `--all` prints every candidate, best
+without it each URL is printed as it is. A reader outside Kubernetes (an
+HTCondor job) needs only the pool's cache hosts' exporters, which serve the
+ring and the hot list the pool's workers read:
+
+    export SWITCHYARD_ROUTING_URL=http://10.0.1.5:9933,http://10.0.2.5:9933 `--all` prints every candidate, best
 first, one per line (the failover order). A malformed environment is a
 one-line error and exit status 2.
 """
@@ -31,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     return add_arguments(argparse.ArgumentParser(
         prog="switchyard route", description="Print the URL of the cache that should serve each file, "
-        "from this worker's SWITCHYARD_* environment.", epilog=__doc__.split("\n\n", 1)[1],
+        "from this worker's SWITCHYARD_* environment (SWITCHYARD_ROUTING_URL outside Kubernetes).", epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter))
 
 

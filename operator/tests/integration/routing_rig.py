@@ -171,19 +171,21 @@ class ExporterMeter:
         self.exporter.stop()
 
 
-def exporter_sidecars(workdir: Path, pool: str, switch_of: dict[str, str]) -> Callable[[str, XCachePoolBody], ExporterMeter]:
+def exporter_sidecars(workdir: Path, pool: str, switch_of: dict[str, str],
+                      volumes: dict[str, Path] | None = None) -> Callable[[str, XCachePoolBody], ExporterMeter]:
     """A meter factory for running_ring: each cache's exporter, run as its pod runs the sidecar.
 
     The container's args and env come from the StatefulSet the builder makes for the
     cache's switch, on a node named after the cache; only the ports differ (every host
     here shares one machine): the UDP port xrootd reports to and the /metrics port.
+    `volumes`: volume name -> the directory standing in for it (the `clients` ConfigMap, say).
     """
     def start(name: str, body: XCachePoolBody) -> ExporterMeter:
         spec = XCachePoolSpec.model_validate({**body.model_dump(by_alias=True, mode="json"), "facilityRef": {"name": "af"}})
         statefulset = build_statefulset(pool, spec, switch_of[name], (name,), "switchyard.dev/switch", "-", "switchyard:test")
         container = next(c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "exporter")
         env = pod_env(container, statefulset["metadata"]["name"] + "-0", name, {})
-        args = pod_argv(container, env)
+        args = [on_volumes(a, container, volumes) for a in pod_argv(container, env)]
         assert args[0] == "exporter" and "--udp" in args, args
         udp = free_port(socket.SOCK_DGRAM)
         args[args.index("--udp") + 1] = f"127.0.0.1:{udp}"

@@ -46,6 +46,16 @@ def assert_only_home_served(by_cache: dict[str, int], home: str, size: int) -> N
         f"a cache other than {home} served this file: {by_cache}"
 
 
+def assert_xrdcp_served_by(caches: list[RingCache], url: str, home: RingCache, data: bytes, dest: Path) -> None:
+    """xrdcp of `url` gives `data`, and `home` alone served it."""
+    def copy() -> None:
+        copied = xrdcp(url, dest)
+        assert copied.returncode == 0, copied.stderr
+
+    assert_only_home_served(served(caches, copy), home.name, len(data))
+    assert dest.read_bytes() == data
+
+
 @pytest.fixture
 def ring(xrd_base, xrootd_account):
     """An origin with 8 files of 1-2 MiB and three caches; yields (origin, caches, files)."""
@@ -80,13 +90,7 @@ def test_switchyard_route_and_xrdcp_read_each_file_from_the_cache_the_rule_names
         url = routed.stdout.strip()
         home = next(c for c in caches if c.name == expected[lfn])
         assert url == f"{home.url}/{lfn}"
-
-        def copy() -> None:
-            copied = xrdcp(url, xrd_base / "copy.root")
-            assert copied.returncode == 0, copied.stderr
-
-        assert_only_home_served(served(caches, copy), home.name, len(data))
-        assert (xrd_base / "copy.root").read_bytes() == data
+        assert_xrdcp_served_by(caches, url, home, data, xrd_base / "copy.root")
     assert_each_cache_holds_its_own_files(caches, expected)
 
 
@@ -538,3 +542,55 @@ def test_readers_spread_a_hot_file_over_its_first_caches_while_other_files_keep_
         for reader in readers.values():
             reader.process.kill()
             reader.process.wait(timeout=30)
+
+
+def test_a_reader_outside_the_cluster_reads_each_file_from_the_cache_a_worker_inside_reads_it_from(
+        xrd_base, xrootd_account):
+    """Readers outside Kubernetes (an HTCondor job) are given the cache hosts' exporters, not a ConfigMap.
+
+    Each cache runs its exporter sidecar from the StatefulSet's arguments, its `clients` volume holding the
+    pool's client-map ConfigMap as the pool publishes it while outside readers read through it (the ring and
+    the hot list beside the client map). A worker inside reads its fleet's routing ConfigMap from its mounted
+    file; `switchyard route` outside is given SWITCHYARD_ROUTING_URL (a dead exporter first: the next one
+    answers). Both name the same cache for every file, and xrdcp of the outside reader's URL is served by that
+    cache alone."""
+    from switchyard.api.plans import FleetPlan
+    from switchyard.builders.workerfleet import build_routing_config, routing_data
+    from switchyard.builders.xcachepool import build_client_map
+    from routing_rig import exporter_sidecars
+    from xrootd_fixtures import free_port
+
+    names = [f"127.0.0.{i + 2}" for i in range(3)]
+    weights = dict(zip(names, (1.0, 2.0, 1.5)))
+    addresses = {name: name for name in names}
+    clients = KubeletVolume(xrd_base / "clients")
+    sidecars = exporter_sidecars(xrd_base, "af-xc", dict.fromkeys(names, "sw1"), volumes={"clients": clients.root})
+    with running_ring(xrd_base, xrootd_account, 3, meter=sidecars) as (origin, caches):
+        on_loopback = {f"{c.name}:1094": c.address for c in caches}
+        files = {}
+        for i in range(8):
+            data = os.urandom(MIB + i * 7_919)
+            files[origin.put(f"store/condor/file{i:02d}.root", data)] = data
+        publish_config(clients, build_client_map("af-xc", {"rack-1": ["10.8.0.0/22"]},
+                                                 routing=routing_data("af-xc", weights, 1094, addresses)), on_loopback)
+        plan = FleetPlan(facility="af", workers={"sw1": 1}, hashed={"sw1": 1}, pool="af-xc", cache_switches=["sw1"],
+                         routing={"sw1": "hashed"}, cache_ring=weights)
+        inside = KubeletVolume(xrd_base / "fleet-routing")
+        publish_config(inside, build_routing_config("f", plan, addresses), on_loopback)
+        worker = {"SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_HASH_RULE": HASH_RULE,
+                  "SWITCHYARD_CACHE_RING_FILE": str(inside.root / "ring")}
+        exporters = [f"http://127.0.0.1:{free_port()}"] + \
+            [f"http://127.0.0.1:{c.meter.exporter.metrics_port}" for c in caches]
+        outside = {"SWITCHYARD_ROUTING_URL": ",".join(exporters), "http_proxy": "http://127.0.0.1:9", **FAST_FAILOVER}
+        expected = {lfn: hashing.home(lfn, weights) for lfn in files}
+        assert len(set(expected.values())) == 3, "every cache should have a share of these files"
+        for lfn, data in files.items():
+            url = f"root://127.0.0.1:{origin.daemon.port}/{lfn}"
+            routed = {who: switchyard("route", "--all", url, env=env) for who, env in (("inside", worker),
+                                                                                       ("outside", outside))}
+            assert all(r.returncode == 0 for r in routed.values()), {w: r.stderr for w, r in routed.items()}
+            assert routed["outside"].stdout == routed["inside"].stdout
+            home = next(c for c in caches if c.name == expected[lfn])
+            first = routed["outside"].stdout.split()[0]
+            assert first == f"{home.url}/{lfn}"
+            assert_xrdcp_served_by(caches, first, home, data, xrd_base / "copy.root")
