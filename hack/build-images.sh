@@ -12,6 +12,7 @@
 # build arguments, its base's key); a rerun with unchanged inputs builds nothing.
 #
 #   hack/build-images.sh                              build (or reuse) all images
+#   hack/build-images.sh kind                         the kind node image (docs/kind.md)
 #   REGISTRY=registry.example.org/t2 PUSH=1 hack/build-images.sh
 #                                                     and push them to a registry
 # Every image is built and archived as localhost/NAME:TAG, whatever REGISTRY is, so
@@ -269,7 +270,21 @@ build_all() {
     "$(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion)"
 }
 
-build_all
+# The kind node image (docs/kind.md): kind-base (systemd, containerd, runc, CNI plugins and
+# our own entrypoint, units and containerd config on the Debian base).
+build_kind() {
+  build_debian
+  local ctx
+  ctx="$(context kind-base images/kind-base)"
+  build kind-base "$LOCAL/switchyard-kind-base:$SUITE" "$ctx/images/kind-base" "$ctx/images/kind-base/Containerfile" \
+    "${KEY[debian]}" --build-arg "BASE=$LOCAL/switchyard-debian:$SUITE"
+}
+
+case "${1:-all}" in
+  all) build_all ;;
+  kind) build_kind ;;
+  *) log "usage: hack/build-images.sh [all|kind]"; exit 2 ;;
+esac
 # vfs keeps every image as a full copy: drop the ones no tag names any more.
 "${B[@]}" rmi --prune >/dev/null 2>&1 || true
 
