@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, ValidationError
 
-from .base import LabelKey, Model, Port
+from .base import Cidr, LabelKey, Model, Port
 
 PLAN_FIELD_MANAGER = "switchyard-plan"
 
@@ -42,6 +42,13 @@ class PoolPlan(Model):
     facility: ObjectName = Field(description="The AnalysisFacility that wrote this plan.")
     switch_label: LabelKey = Field(default="switchyard.dev/switch", description="Node label naming a node's switch.")
     hosts: dict[SwitchName, list[NodeName]] = Field(default={}, description="Cache hosts (node names) per switch.")
+    # Both None (absent) unless the facility declares spec.outsideReaders: a plan without them is unchanged.
+    outside_networks: dict[SwitchName, list[Cidr]] | None = Field(default=None, description=(
+        "The address ranges of the facility's readers outside Kubernetes (spec.outsideReaders), per switch: "
+        "the exporters' client map places them there."))
+    cache_ring: dict[NodeName, Annotated[float, Field(ge=0)]] | None = Field(default=None, description=(
+        "The pool's ring (cache host -> weight) while readers outside Kubernetes read through it: its exporters "
+        "serve it to them, as the fleets' routing ConfigMaps publish it."))
 
 
 class FleetPlan(Model):

@@ -99,14 +99,25 @@ def desired_facility(name: str, spec_raw: dict, old_status: dict | None, nodes: 
 def inline_plans(facility: str, spec: AnalysisFacilitySpec, plan: planner.Plan
                  ) -> tuple[dict[str, PoolPlan], dict[str, FleetPlan]]:
     """Each inline pool's and fleet's slice of the plan, by its name (what build_children hands them)."""
-    return ({p.name: pool_plan(facility, plan, p.name, spec.network.switch_label) for p in spec.cache_pools},
+    return ({p.name: pool_plan(facility, plan, p.name, spec.network.switch_label, spec) for p in spec.cache_pools},
             {f.name: fleet_plan(facility, spec, plan, f.name, f.pool) for f in spec.fleets})
 
 
-def pool_plan(facility: str, plan: planner.Plan, pool: str, switch_label: str) -> PoolPlan:
-    """A pool's slice of the plan: its cache hosts per switch."""
+def pool_plan(facility: str, plan: planner.Plan, pool: str, switch_label: str,
+              spec: AnalysisFacilitySpec | None = None) -> PoolPlan:
+    """A pool's slice of the plan: its cache hosts per switch; with outside readers declared (`spec`), their
+    address ranges by switch (every group's: any may reach any cache) and, if some read through this pool,
+    its ring, which its exporters serve them."""
+    outside = spec.outside_readers if spec is not None else []
+    networks: dict[str, set[str]] = {}
+    for group in outside:
+        networks.setdefault(group.switch, set()).update(group.cidrs)
+    first = spec.cache_pools[0].name if spec is not None and spec.cache_pools else None
+    read_through = any((group.pool or first) == pool for group in outside)
     return PoolPlan(facility=facility, switch_label=switch_label,
-                    hosts={sw: sorted(nodes) for sw, nodes in sorted(plan.placement.caches.get(pool, {}).items())})
+                    hosts={sw: sorted(nodes) for sw, nodes in sorted(plan.placement.caches.get(pool, {}).items())},
+                    outside_networks={sw: sorted(c) for sw, c in sorted(networks.items())} if networks else None,
+                    cache_ring=dict(sorted((plan.hash_weights.get(pool) or {}).items())) if read_through else None)
 
 
 def fleet_plan(facility: str, spec: AnalysisFacilitySpec, plan: planner.Plan, fleet_key: str,

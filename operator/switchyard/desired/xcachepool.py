@@ -10,6 +10,7 @@ from ..policy import hostpaths
 from ..api import XCachePoolSpec, reasons
 from ..api.plans import PoolPlan, decode
 from ..api.xcachepool import HotFile
+from ..builders.workerfleet import routing_data
 from ..builders.xcachepool import build_pool, endpoint
 from ..observe.cachedisk import HostDisk, UnmountedDisk, full_hosts_message, unmounted_message
 from ..observe.clientmap import UNKNOWN, is_network
@@ -41,14 +42,30 @@ class DiskRead:
     read_at: float | None = None  # when (any monotonic clock): the ring weights' served Gbps are counter deltas
 
 
-def client_networks(nodes: Sequence[NodeInfo], switch_label: str) -> dict[str, list[str]]:
-    """switch -> its nodes' InternalIPs and pod CIDRs: where readers behind each switch read from."""
+def client_networks(nodes: Sequence[NodeInfo], switch_label: str,
+                    outside: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[str]]:
+    """switch -> its nodes' InternalIPs and pod CIDRs, and the address ranges of the readers outside
+    Kubernetes behind it (`outside`, the plan's outsideNetworks): where readers behind each switch read from."""
     out: dict[str, set[str]] = {}
     for node in nodes:
         switch = node.label(switch_label)
         if switch and switch != UNKNOWN:
             out.setdefault(switch, set()).update(n for n in node.client_networks if is_network(n))
+    for switch, cidrs in (outside or {}).items():
+        out.setdefault(switch, set()).update(cidrs)
     return {switch: sorted(networks) for switch, networks in sorted(out.items())}
+
+
+def outside_routing(name: str, spec: XCachePoolSpec, plan: PoolPlan, status: Mapping, nodes: Sequence[NodeInfo]
+                    ) -> dict[str, str] | None:
+    """What the pool's exporters serve readers outside Kubernetes (the ring and hot list texts), while some
+    read through it (the plan carries its ring): the ring the fleets publish, the same hosts out and weight
+    factors, the same hot files (`status`: the one being written); None when none read through it."""
+    if plan.cache_ring is None:
+        return None
+    gone, lowered = set(status["ringOut"]), status["ringWeights"]
+    ring = {h: w * lowered.get(h, 1.0) for h, w in plan.cache_ring.items() if h not in gone}
+    return routing_data(name, ring, spec.port, {n.name: n.address for n in nodes}, status["hotFiles"])
 
 
 def hosts_out(hosts: Iterable[str], pods: Iterable[Mapping]) -> tuple[str, ...]:
@@ -117,8 +134,6 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
                                          f"waiting for AnalysisFacility {spec.facility_ref.name} "
                                          "to place this pool"))
     hosts = {sw: list(h) for sw, h in plan.hosts.items()}
-    children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image,
-                          clients=client_networks(nodes, plan.switch_label))
 
     switches = [{"switch": sw, "desired": len(hosts[sw]), "ready": min(workloads.get(sw, {}).get("ready", 0), len(hosts[sw]))}
                 for sw in sorted(hosts)]
@@ -135,13 +150,17 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     reports: tuple[HostDisk, ...] = ()
     if ready and disk is not None:
         out["disk"], reports = disk.status, disk.reports
-    weights = ring if ring is not None else dict.fromkeys(sorted(h for hs in hosts.values() for h in hs), 1.0)
+    weights = ring if ring is not None else plan.cache_ring if plan.cache_ring is not None else \
+        dict.fromkeys(sorted(h for hs in hosts.values() for h in hs), 1.0)
     load = ring_weights(name, spec, status, ring_load, {h: w for h, w in weights.items() if h not in out["ringOut"]},
                         nodes, disk if ready else None)
     out["ringWeights"] = {h: f for h, f in factors(load).items() if h in weights and h not in out["ringOut"]}
     effective = {h: w * out["ringWeights"].get(h, 1.0) for h, w in weights.items()}
     out["hotFiles"] = hot_list(name, spec, (status or {}).get("hotFiles"), effective, out["ringOut"], nodes,
                                disk.texts if ready and disk is not None else ())
+    children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image,
+                          clients=client_networks(nodes, plan.switch_label, plan.outside_networks),
+                          routing=outside_routing(name, spec, plan, out, nodes))
     if planned and ready == planned:
         states = cond.ready(f"{ready} cache host(s) ready on {len(switches)} switch(es)")
     else:

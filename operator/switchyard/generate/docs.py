@@ -88,7 +88,8 @@ the xrootd summary it comes from.
   file's bytes read so far every interval, closes), and the exporter looks the
   address up in the pool's client map (ConfigMap `<pool>-clients`, mounted in
   the sidecar: every Node's InternalIPs and `spec.podCIDR(s)` by the
-  facility's switch label, re-read when it changes, outside the pods' config
+  facility's switch label, and the `cidrs` of its `spec.outsideReaders` on
+  their switches, re-read when it changes, outside the pods' config
   checksum). From the same reads as above the operator exports
   `switchyard_observed_uplink_gbps{switch, direction}` beside the plan's
   `switchyard_plan_uplink_gbps`: `out` of switch S is what S's caches serve
@@ -111,8 +112,9 @@ the xrootd summary it comes from.
   fabric runs: within the default drift threshold (25%), so it reads low
   without raising PredictionDrift. The caution covers full directions only;
   one 95% full behind two full hosts read 12% low as well.
-- **Not observed.** Readers whose address is in no Node's InternalIPs or pod
-  CIDR (outside the cluster, or a pod network the Node does not announce)
+- **Not observed.** Readers whose address is in no Node's InternalIPs, pod
+  CIDR or declared outside readers' range (outside the cluster and not in
+  `spec.outsideReaders`, or a pod network the Node does not announce)
   count as `client_switch="unknown"` and in no uplink; so do bytes of files
   opened before the exporter started. Bytes are counted when xrootd reports
   them (every report interval for open files, 10 s), as read by the client
