@@ -131,6 +131,13 @@ FABRIC_ARGS ?=
 bench-fabric: bench-install deps
 	$(PY) bench/fabric_bench.py $(FABRIC_ARGS)
 
+# Hot spots on the emulated fabric (issue 30 item 4, needs root): Zipf popularity, static ring against hot-file
+# replicas, real caches and readers; bench/results/hotspots.md, .json, .png. HOTSPOTS_ARGS e.g. --exponents 1.1 --repeats 1.
+.PHONY: bench-hotspots
+HOTSPOTS_ARGS ?=
+bench-hotspots: bench-install deps
+	$(PY) bench/hotspots_bench.py $(HOTSPOTS_ARGS)
+
 # Remove every namespace (with its links and processes) a fabric run made (named syfab-*), also after a crash.
 fabric-down:
 	$(PYTHON) e2e/fabric.py down

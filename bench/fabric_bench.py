@@ -449,12 +449,8 @@ def main() -> int:
                 r["summary"] = summarise(r)
         write(doc["results"], args, doc.get("meta", {}), out)
         return 0
-    if os.geteuid() != 0:
-        print("the fabric needs root (network namespaces)", file=sys.stderr)
+    if not fabric_run_ready(TAG):
         return 2
-    # Ctrl-C and kill both unwind through the fabric's teardown.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    down(PREFIX + TAG + "-")
     started = time.monotonic()
     meta = {"load_start": os.getloadavg()[0], "congestion": args.congestion or host_congestion(), **code_version()}
     results: dict = {}
@@ -491,6 +487,17 @@ def main() -> int:
     save()
     write(results, args, meta, out)
     return 0
+
+
+def fabric_run_ready(tag: str) -> bool:
+    """Whether a fabric run can start (root: network namespaces); if so, a kill unwinds through the fabric's
+    teardown as Ctrl-C does, and what a dead run of `tag` left is removed."""
+    if os.geteuid() != 0:
+        print("the fabric needs root (network namespaces)", file=sys.stderr)
+        return False
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    down(PREFIX + tag + "-")
+    return True
 
 
 def code_version() -> dict:

@@ -396,12 +396,22 @@ class Fabric:
                               f"{(self.workdir / (name + '.log')).read_text(errors='replace')[-2000:]}")
         self.processes.remove(process)
 
-    def start_readers(self, node_name: str, streams: list[tuple[list[str], float]]) -> subprocess.Popen:
-        """The node's reader streams: (URLs read in order round and round, wire Mbit/s pace or 0)."""
-        spec = {"streams": [{"urls": urls, "wire_mbit": mbit} for urls, mbit in streams]}
-        process = self._reader(node_name, spec, f"readers-{self.node(node_name).ns.removeprefix(self.prefix)}")
+    def start_readers(self, node_name: str, streams: list[tuple[list[str], float]],
+                      once: bool = False) -> subprocess.Popen:
+        """The node's reader streams: (URLs read in order round and round, wire Mbit/s pace or 0). With `once`,
+        each stream reads its URLs once and the process exits; reader_report(node) then has their ends."""
+        name = f"readers-{self.node(node_name).ns.removeprefix(self.prefix)}"
+        spec = {"streams": [{"urls": urls, "wire_mbit": mbit} for urls, mbit in streams], "once": once,
+                "report": str(self.workdir / f"{name}.done.json")}
+        (self.workdir / f"{name}.done.json").unlink(missing_ok=True)
+        process = self._reader(node_name, spec, name)
         self.readers.append(process)
         return process
+
+    def reader_report(self, node_name: str) -> dict:
+        """What the node's readers wrote as they ended (fabric_reader.py "report"): each stream's end, failures."""
+        name = f"readers-{self.node(node_name).ns.removeprefix(self.prefix)}"
+        return json.loads((self.workdir / f"{name}.done.json").read_text())
 
     def stop_readers(self) -> None:
         for process in self.readers:

@@ -2,15 +2,19 @@
 
     python3 fabric_reader.py SPEC.json
 
-SPEC: {"once": false, "streams": [{"urls": ["root://10.77.1.1:1094//f00.root", ...], "wire_mbit": 0}]}.
+SPEC: {"once": false, "streams": [{"urls": ["root://10.77.1.1:1094//f00.root", ...], "wire_mbit": 0}],
+       "report": "done.json"}.
 Each stream opens a file with the XRootD client, reads it to the end in CHUNK
 reads, closes it and takes the next (the way an analysis job walks its files,
 so a stream's bytes split over its sources in fixed proportions and the
 slowest source holds it back). One process keeps the client's connections
 open between files: no process start per file, so files can be small and a
 20 s window sees many of them. wire_mbit > 0 paces the stream (wire bytes).
-With "once", every URL is read once (warming a cache) and the exit status
-says whether all reads succeeded. SIGTERM stops the streams.
+With "once", every URL is read once (warming a cache, or a fixed workload) and
+the exit status says whether all reads succeeded; "report" names a file that
+gets each stream's wall-clock end (time.time(), null for a stream that did not
+finish) and the failed reads' count, for completion times. SIGTERM stops the
+streams.
 """
 
 from __future__ import annotations
@@ -83,13 +87,22 @@ def main(path: str) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     failures: list[str] = []
-    threads = [threading.Thread(target=stream, args=(s["urls"], s.get("wire_mbit", 0), spec.get("once", False), stop,
-                                                     failures), daemon=True) for s in spec["streams"]]
+    ended: list[float | None] = [None] * len(spec["streams"])
+
+    def run(i: int, s: dict) -> None:
+        stream(s["urls"], s.get("wire_mbit", 0), spec.get("once", False), stop, failures)
+        if not stop.is_set():
+            ended[i] = time.time()
+
+    threads = [threading.Thread(target=run, args=(i, s), daemon=True) for i, s in enumerate(spec["streams"])]
     for t in threads:
         t.start()
     for t in threads:
         while t.is_alive():
             t.join(0.5)
+    if spec.get("report"):
+        with open(spec["report"], "w") as out:
+            json.dump({"ended": ended, "failures": len(failures)}, out)
     if failures:
         print(f"{len(failures)} reads failed, first {failures[0]}", file=sys.stderr)
     return 1 if failures and spec.get("once") else 0

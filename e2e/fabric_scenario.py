@@ -207,9 +207,10 @@ def pool_body(pool: PoolRequest, data: str, meta: str) -> XCachePoolBody:
                                           or k in {f.alias for f in XCachePoolBody.model_fields.values()}})
 
 
-def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, warmup: float, window: float,
-        repeats: int, log=print) -> Measured:
-    """Start origin and caches, warm them, shape, run the readers; measure `repeats` windows."""
+def start_servers(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int,
+                  beside_cache=None) -> None:
+    """The origin with every file the layout reads, and each cache host's xrootd from switchyard's rendered
+    config; beside_cache(node, pool, data, meta), when given, runs first for each cache (its exporter, say)."""
     files = sorted({f for cache_files in the.warm.values() for f in cache_files} |
                    {f for s in the.streams for _, f in s.urls})
     fabric.start_origin({f.lstrip("/"): file_bytes for f in files})
@@ -221,16 +222,28 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
             Path(path).mkdir(parents=True, exist_ok=True)
             uid, gid = Path(data).stat().st_uid, Path(data).stat().st_gid
             os.chown(path, uid, gid)
+        if beside_cache is not None:
+            beside_cache(node, pool, data, meta)
         fabric.start_cache(node, render_config(body, host_name=node, report_interval_seconds=10))
-    measured = Measured()
-    start = time.monotonic()
 
-    def warm(node: str) -> None:
+
+def warm_caches(fabric: Fabric, warm: dict[str, set[str]]) -> None:
+    """Read each cache's files through it once, from its own node (cache node -> files)."""
+    def one(node: str) -> None:
         ip = fabric.node(node).ip
-        fabric.read_once(node, [f"root://{ip}:{PORT}/{f}" for f in sorted(the.warm[node])])
+        fabric.read_once(node, [f"root://{ip}:{PORT}/{f}" for f in sorted(warm[node])])
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(warm, sorted(n for n in the.caches if the.warm[n])))
+        list(pool.map(one, sorted(n for n in warm if warm[n])))
+
+
+def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, warmup: float, window: float,
+        repeats: int, log=print) -> Measured:
+    """Start origin and caches, warm them, shape, run the readers; measure `repeats` windows."""
+    start_servers(fabric, the, pools, file_bytes)
+    measured = Measured()
+    start = time.monotonic()
+    warm_caches(fabric, the.warm)
     measured.warm_seconds = time.monotonic() - start
     measured.fill_bytes = fabric.counters()["wan"][0]
     log(f"  caches warm in {measured.warm_seconds:.0f} s ({measured.fill_bytes / MIB:.0f} MiB from the origin)")

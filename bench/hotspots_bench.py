@@ -1,0 +1,461 @@
+#!/usr/bin/env python3
+"""Hot-spot bench (issue 30 item 4): skewed file popularity on the emulated fabric, static ring against hot-file
+replicas (and, once it exists, replicas with load-fed ring weights).
+
+One placement, switchyard's plan of a small case (bench/topologies/fabric-hotspots: four cache hosts whose
+serving caps bind), built as an emulated fabric (e2e/fabric.py) with the real origin and caches from the config
+switchyard renders (e2e/fabric_scenario.py), each cache with switchyard's exporter beside it on the loopback its
+config sends monitoring to. Every reader stream (one worker, paced at its readGbps) reads a fixed list of files
+drawn from a popularity, once, and its completion time is recorded: the analysis ends when its slowest reader
+does. Per repeat:
+
+- uniform: every file equally popular, static ring: the baseline the others' delivered Gbps are divided by;
+- for each Zipf exponent, on a fabric of its own (caches start empty, so fills are this workload's):
+  1. static: every file read from its rendezvous home (today);
+  2. hot: the static run's per-file load decides the hot list by the operator's own rule (desired/hotfiles.py
+     with desired/xcachepool.py's host budgets), published as the routing ConfigMap's `hot` text and applied
+     by each reader with switchyard.routing's Router (planner/hashing.py steps 5-7); the replicas are filled
+     first. The load (--hot-source): by default what the static run's readers asked of each cache per file
+     (the bench's count); or the caches' exporters' `switchyard_xcache_hot_file_read_bytes_per_second`, read
+     while the static run reads. Both lists are recorded. The exporter is not the default because, through
+     an xrootd cache (pfc), the f-stream bytes it adds up are not the bytes read: checked beside a
+     fabric-less cache rendered by switchyard (XRootD 5.5, this machine), 20 reads of a 512 KiB file read
+     whole in one request, or in 128 KiB requests, added 0 bytes; read in 1 MiB requests (one past the end)
+     about 4x the bytes (a smoke run on the fabric read 10.3 model Gbps 30 s in for its hottest file, where
+     about 2.5 was due);
+     a plain xrootd (no pfc) counted the 512 KiB requests right;
+  3. load-fed: the hot list over ring weights lowered by switchyard.desired.ringload's rule, fed with each
+     cache's bytes sent during the hot run (run only when that module exists).
+
+Caches are warm before each run (the files its readers will ask each cache for, read through it once); the
+origin bytes those fills took, summed over the set-ups of a workload, ÷ the distinct files' bytes, are what
+replicas cost. A run whose CPU was more than fabric_bench.CPU_LIMIT busy is invalid.
+
+Writes bench/results/hotspots.md, .json and .png (--out, --name elsewhere). Needs root.
+
+    python3 bench/hotspots_bench.py [--exponents 0.8,1.1,1.4] [--repeats 3] [--reads 60] [--file-kib 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+from dataclasses import asdict
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "operator"))
+sys.path.insert(0, str(ROOT / "e2e"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from fabric import ORIGIN_IP, PORT, PREFIX, cpu_times, down, namespaces, run as sh  # noqa: E402
+from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, load_case, placements  # noqa: E402
+from fabric_scenario import fabric_for, layout, start_servers, warm_caches  # noqa: E402
+from headline import about  # noqa: E402
+from hotspots_workload import (  # noqa: E402
+    decide_hot, draw_reads, figures, hot_from_rates, popularity, route, steady_rates, warm_pairs, workload_rates,
+)
+from switchyard.desired.hotfiles import file_rates  # noqa: E402
+from switchyard.observe.exporterspec import DEFAULT_METRICS_PORT  # noqa: E402
+
+TAG = "h"
+LOAD_FED = "switchyard.desired.ringload"
+POLL_SECONDS = 0.5      # how often the readers are checked for having ended
+# /metrics read from inside a cache's namespace (the project's Python: no curl needed)
+SCRAPE = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+          f"'http://127.0.0.1:{DEFAULT_METRICS_PORT}/metrics', timeout=3).read().decode())")
+
+
+def load_fed_ring(ring: dict, served: list[tuple[float, dict]], caps_real_gbps: dict) -> dict | None:
+    """Set-up 3's ring: the plan's weights times the factors switchyard.desired.ringload's rule reaches over the
+    hot run's reads of each cache's served bytes; None while that module is missing or its API is not the one
+    this was written against (next_load, factors, RingLoadRules, Counter).
+
+    The bytes are the fabric's (what each cache host's link sent), not the exporters' served-bytes counters:
+    those add up the same f-stream records as the per-file rates, which misread reads through a cache (the
+    report's top).
+
+    The rule waits settle_seconds (180 s) after each step for the readers to pick up the ring; the bench holds
+    the ring fixed through a run, so it judges the run's reads with no settle window: the factors are those a
+    steady hot run would reach step by step, applied at once."""
+    if importlib.util.find_spec(LOAD_FED) is None:
+        return None
+    try:
+        ringload = importlib.import_module(LOAD_FED)
+        rules = ringload.RingLoadRules(settle_seconds=0.0)
+        state = ringload.RingLoad()
+        for at, sent in served:
+            counters = {c: ringload.Counter(float(n)) for c, n in sent.items()}
+            state = ringload.next_load(state, counters, at, ring, caps_real_gbps, rules)
+        lowered = ringload.factors(state, rules)
+    except (AttributeError, TypeError) as error:
+        print(f"  {LOAD_FED} is there but not as this bench calls it ({error}): set-up 3 skipped", flush=True)
+        return None
+    return {c: w * lowered.get(c, 1.0) for c, w in ring.items()}
+
+
+def start_exporter(fabric, node: str, pool: str, switch: str, data: str, meta: str) -> None:
+    """switchyard's exporter in the cache's namespace, on the loopback the rendered config sends to."""
+    ns = fabric.node(node).ns
+    fabric.spawn(ns, [sys.executable, "-m", "switchyard.observe.exporter", "--pool", pool, "--host", node,
+                      "--switch", switch, "--metrics-address", "127.0.0.1", "--data-path", data, "--meta-path", meta,
+                      "--log-level", "WARNING"], fabric.workdir / f"exporter-{node}.log")
+
+
+def scrape(fabric, caches: list[str]) -> list[str]:
+    """The caches' exporters' /metrics texts (those that answered)."""
+    out = []
+    for node in caches:
+        done = sh("ip", "netns", "exec", fabric.node(node).ns, sys.executable, "-c", SCRAPE, check=False)
+        if done.returncode == 0:
+            out.append(done.stdout)
+    return out
+
+
+def one_run(fabric, streams, reads, caches: list[str], readers: list[str], file_bytes: int, scale: float,
+            cached: dict, scrape_every: float | None, log) -> dict:
+    """Fill what this set-up's readers need and is not cached yet, run every reader's list once, measure.
+
+    cached: what the fabric's caches hold ("pairs": cache -> files) and what filling them took from the
+    origin ("origin_bytes"), carried from set-up to set-up of a workload."""
+    need = warm_pairs(reads)
+    new = {c: files - cached["pairs"].get(c, set()) for c, files in need.items()}
+    wan0 = fabric.counters()["wan"][0]
+    warm_caches(fabric, new)
+    filled = fabric.counters()["wan"][0] - wan0
+    for c, files in new.items():
+        cached["pairs"].setdefault(c, set()).update(files)
+    by_node: dict[str, list] = {}
+    for s, stream_reads in zip(streams, reads):
+        by_node.setdefault(s.node, []).append(([f"root://{fabric.node(c).ip}:{PORT}/{p}" for c, p in stream_reads],
+                                               s.wire_mbit))
+    wire0, wan_run0, cpu0 = fabric.wire_counters(), fabric.counters()["wan"][0], cpu_times()
+    t0 = time.time()
+    for node, node_streams in sorted(by_node.items()):
+        fabric.start_readers(node, node_streams, once=True)
+    scrapes, served, next_scrape = [], [], t0 + (scrape_every or 0)
+    while any(p.poll() is None for p in fabric.readers):
+        time.sleep(POLL_SECONDS)
+        if scrape_every and time.time() >= next_scrape:
+            scrapes.append((time.time() - t0, scrape(fabric, caches)))
+            sent = fabric.wire_counters()
+            served.append((time.time() - t0, {c: sent[f"host:{c}"][0] for c in caches}))
+            next_scrape += scrape_every
+    wire1, wan_run1, cpu1 = fabric.wire_counters(), fabric.counters()["wan"][0], cpu_times()
+    cached["origin_bytes"] += filled + (wan_run1 - wan_run0)
+    ended, failures = [], 0
+    for node in by_node:
+        report = fabric.reader_report(node)
+        ended += report["ended"]
+        failures += report["failures"]
+    fabric.stop_readers()
+    if failures or None in ended:
+        raise RuntimeError(f"{failures} reads failed, {ended.count(None)} readers did not finish")
+    seconds = [e - t0 for e in ended]
+    busy = (cpu1[0] - cpu0[0]) / max(1e-9, cpu1[1] - cpu0[1])
+    unique = len({p for stream_reads in reads for _, p in stream_reads}) * file_bytes
+    fig = figures(sum(wire1[f"host:{n}"][1] - wire0[f"host:{n}"][1] for n in readers),
+                  {c: wire1[f"host:{c}"][0] - wire0[f"host:{c}"][0] for c in caches},
+                  cached["origin_bytes"], unique, seconds, scale)
+    log(f"    delivered {fig.delivered_gbps:.2f} Gbps, slowest ÷ median {fig.slowest_over_median:.2f}, "
+        f"served {fig.served_gbps}, origin ÷ unique (cumulative) {fig.origin_over_unique:.2f}, CPU busy {busy:.0%}")
+    return {**asdict(fig), "seconds": [round(s, 2) for s in seconds], "filled_mib": round(filled / 2**20, 1),
+            "cpu_busy": round(busy, 3), "headroom_cores": round((1 - busy) * (os.cpu_count() or 1), 2),
+            "valid": busy <= CPU_LIMIT, "scrapes": scrapes, "served_bytes": served}
+
+
+def measure_workload(case, exponent: float | None, repeat: int, args, log) -> dict:
+    """The set-ups of one workload (a popularity and a repeat's seeds) on a fabric of their own."""
+    topology, pools, fleets, routing = case
+    chosen = placements(topology, pools, fleets, routing)["a: switchyard"]
+    files = [f"/f{i:04d}.root" for i in range(args.files)]
+    scale = args.scale
+    the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), scale, files)
+    if any(not s.ring for s in the.streams) or len(chosen.hash_weights) != 1:
+        raise RuntimeError("the bench's case must have every reader on one pool's ring")
+    (pool_name, ring), = chosen.hash_weights.items()
+    ring = dict(ring)
+    pool = next(p for p in pools if p.name == pool_name)
+    caches, readers = sorted(the.caches), sorted(the.workers)
+    shares = popularity(files, exponent, repeat)
+    names = [f"{s.fleet}-{s.node}-{i}" for i, s in enumerate(the.streams)]   # each reader's identity, as a pod's
+    drawn = [draw_reads(shares, args.reads, f"{repeat}/{name}") for name in names]
+    switch_of = {h.name: h.switch for h in topology.hosts}
+    out = {"exponent": exponent, "repeat": repeat, "ring": ring, "readers": len(names),
+           "caps_gbps": {c: min(pool.body.planned_serve_gbps, switch_host(topology, c).nic_gbps) for c in caches},
+           "runs": {}}
+    with fabric_for(TAG, topology, the, scale) as fabric:
+        addresses = {c: f"{fabric.node(c).ip}:{PORT}" for c in caches}
+        start_servers(fabric, the, pools, args.file_kib << 10,
+                      beside_cache=lambda node, p, data, meta: start_exporter(fabric, node, p, switch_of[node],
+                                                                              data, meta))
+        fabric.shape_links()
+        cached = {"pairs": {}, "origin_bytes": 0}
+
+        def setup(name: str, weights: dict, hot_text: str | None, scrape_every: float | None,
+                  routed: list | None = None) -> dict:
+            log(f"  {name}")
+            reads = [route(d, weights, addresses, n, hot_text, f"{ORIGIN_IP}:{PORT}") for d, n in zip(drawn, names)]
+            if routed is not None:
+                routed.extend(reads)
+            return one_run(fabric, the.streams, reads, caches, readers, args.file_kib << 10, scale, cached,
+                           scrape_every, log)
+
+        static_reads: list = []
+        static = setup("static ring", ring, None, None if exponent is None else args.scrape_seconds, static_reads)
+        out["runs"]["static"] = static
+        if exponent is not None:
+            answered = [(t, texts) for t, texts in static["scrapes"] if texts]
+            # the last read while every reader still read (else the first): the load at its full
+            taken = [(t, texts) for t, texts in answered if t <= min(static["seconds"])] or answered[:1]
+            if not taken and args.hot_source == "exporter":
+                raise RuntimeError("no exporter answered during the static run")
+            at, texts = taken[-1] if taken else (float("nan"), [])
+            by_workload = workload_rates(static_reads, args.file_kib << 10, max(static["seconds"]), scale)
+            lists = {"exporter": decide_hot(texts, pool_name, pool.body, ring, topology.hosts, scale, at)
+                     if texts else ([], None),
+                     "workload": hot_from_rates(by_workload, pool_name, pool.body, ring, topology.hosts)}
+            hot, hot_text = lists[args.hot_source]
+            out["hot_source"], out["hot_read_at_seconds"] = args.hot_source, round(at, 1)
+            out["hot_files"] = hot
+            out["hot_files_other"] = {k: v[0] for k, v in lists.items() if k != args.hot_source}
+            out["hot_rates_gbps"] = top_rates(texts, pool_name, scale, at, by_workload)
+            log(f"  hot list from the {args.hot_source} (exporters read at {at:.0f} s): {hot}")
+            log(f"  hottest paths, model Gbps: {dict(list(out['hot_rates_gbps'].items())[:5])}")
+            out["runs"]["hot"] = hot_run = setup("hot-file replicas", ring, hot_text,
+                                                 args.scrape_seconds if "loadfed" in args.setups else None)
+            caps_real = {c: g * scale / 1000 for c, g in out["caps_gbps"].items()}
+            fed = load_fed_ring(ring, hot_run.get("served_bytes", []), caps_real) \
+                if "loadfed" in args.setups else None
+            if fed is not None:
+                out["loadfed_ring"] = fed
+                log(f"  load-fed ring: {fed}")
+                out["runs"]["loadfed"] = setup("replicas, load-fed weights", fed, hot_text, None)
+        for r in out["runs"].values():
+            r.pop("scrapes", None)
+            r.pop("served_bytes", None)
+    left = namespaces(PREFIX + TAG + "-")
+    if left:
+        raise RuntimeError(f"teardown left {left}")
+    return out
+
+
+def top_rates(texts: list[str], pool: str, scale: float, seconds: float, by_workload: dict, shown: int = 12) -> dict:
+    """The hottest paths by the exporters, model Gbps summed over the caches: as read, as steady (what the hot
+    list is decided on) and what the static run's readers asked of them on average (the bench's own count)."""
+    raw: dict[str, float] = {}
+    for by_path in file_rates(texts, pool).values():
+        for path, gbps in by_path.items():
+            raw[path] = raw.get(path, 0.0) + gbps * 1000 / scale
+    seen = steady_rates({"all": raw}, seconds)["all"]
+    asked = {}
+    for by_path in by_workload.values():
+        for path, gbps in by_path.items():
+            asked[path] = asked.get(path, 0.0) + gbps
+    return {p: {"raw": round(raw[p], 3), "steady": round(seen[p], 3), "workload": round(asked.get(p, 0.0), 3)}
+            for p in sorted(raw, key=lambda p: -raw[p])[:shown]}
+
+
+def switch_host(topology, name: str):
+    return next(h for h in topology.hosts if h.name == name)
+
+
+# ---------------------------------------------------------------- report
+
+SETUPS = (("static", "static ring"), ("hot", "hot-file replicas"), ("loadfed", "replicas, load-fed weights"))
+
+
+def summarise(results: list[dict]) -> dict:
+    """Per (exponent, set-up): each repeat's figures against its repeat's uniform run."""
+    uniform = {r["repeat"]: r["runs"]["static"] for r in results if r["exponent"] is None}
+    rows: dict = {}
+    for r in results:
+        base = uniform.get(r["repeat"])
+        for key, run in r["runs"].items():
+            caps = r["caps_gbps"]
+            rows.setdefault((r["exponent"], key), []).append({
+                "repeat": r["repeat"],
+                "vs_uniform": run["delivered_gbps"] / base["delivered_gbps"] if base else None,
+                "slowest_over_median": run["slowest_over_median"],
+                "busiest_over_cap": max(run["served_gbps"][c] / caps[c] for c in caps),
+                "served": {c: f"{run['served_gbps'][c]:.1f}/{caps[c]:g}" for c in caps},
+                "origin_over_unique": run["origin_over_unique"],
+                "origin_over_static": run["origin_over_unique"] / r["runs"]["static"]["origin_over_unique"],
+                "cpu_busy": run["cpu_busy"],
+                "headroom_cores": run["headroom_cores"], "valid": run["valid"],
+                "delivered_gbps": run["delivered_gbps"]})
+    return rows
+
+
+def _span(values) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    mean = statistics.fmean(values)
+    return f"{mean:.2f}" if len(values) == 1 else f"{mean:.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
+def report(results: list[dict], args, meta: dict) -> str:
+    rows = summarise(results)
+    fed = importlib.util.find_spec(LOAD_FED) is not None
+    lines = ["# Hot spots: skewed popularity, static ring against hot-file replicas", "",
+             *about("aggregate delivered Gbps ÷ the uniform-popularity run's, slowest reader ÷ median reader, each "
+                    "cache's served Gbps against its cap and origin bytes ÷ unique bytes, for Zipf popularity on "
+                    "an emulated fabric with real xrootd caches, per set-up (static ring, hot-file replicas)",
+                    "`make bench-hotspots` (`bench/hotspots_bench.py`, needs root)",
+                    f"{meta.get('finished', 'not recorded')}, commit {meta.get('head', 'not recorded')}"),
+             f"Case {args.case} at {args.scale:g} Mbit/s per model Gbps: {results[0]['readers'] if results else 0} "
+             f"readers, each reading {args.reads} files of {args.file_kib} KiB drawn from {args.files} files, once, "
+             f"paced at its workers' readGbps. Repeats: {args.repeats}. Gbps are model Gbps (bytes ÷ the scale), "
+             "counted by the shapers (frames). Delivered: bytes into the readers' nodes ÷ the time the last reader "
+             "took. Served: a cache's bytes out ÷ that time, against its cap (serveGbps less headroom, capped by its "
+             "NIC). Origin ÷ unique: what the origin sent to fill the caches for this workload, counting the "
+             "set-ups before it on the same fabric (the replicas' fills are the hot set-up's extra), ÷ the distinct "
+             "files read (the origin's interface bytes: a static ring, one copy of each file, reads a little above 1; "
+             "origin ÷ static ring's is what the replicas added)."
+             f" A run with more than {CPU_LIMIT:.0%} of all cores busy is invalid (marked).",
+             "",
+             "The hot list (--hot-source; the other source's list is shown beside it): from the exporter, the "
+             "caches' exporters (switchyard exporter beside each cache, fed by its xrootd's f-stream) are read "
+             "while every reader of the static run still reads and their decaying rates (τ 60 s) divided by "
+             "1 − e^(−t/τ), so the list is the one the operator decides once the load has lasted; from the "
+             "workload, each cache's files at what the static run's readers asked of them over the run. Either "
+             "way desired/hotfiles.py decides the list with desired/xcachepool.py's host budgets, and the readers "
+             "apply it with switchyard.routing's Router.",
+             "",
+             "Set-up 3 (replicas with load-fed weights): " + (
+                 "switchyard.desired.ringload exists; see the rows below." if fed else
+                 "not yet available (switchyard.desired.ringload does not exist at this commit)."),
+             "",
+             "| popularity | set-up | delivered ÷ uniform | slowest ÷ median | busiest cache ÷ cap "
+             "| served Gbps / cap per cache (last repeat) | origin ÷ unique | origin ÷ static ring's | CPU busy (max) "
+             "| headroom cores (min) | valid |",
+             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    for (exponent, key), reps in sorted(rows.items(), key=lambda kv: (kv[0][0] or 0, [s for s, _ in SETUPS].index(kv[0][1]))):
+        label = "uniform" if exponent is None else f"Zipf {exponent:g}"
+        lines.append(f"| {label} | {dict(SETUPS)[key]} | {_span(r['vs_uniform'] for r in reps)} "
+                     f"| {_span(r['slowest_over_median'] for r in reps)} | {_span(r['busiest_over_cap'] for r in reps)} "
+                     f"| {', '.join(f'{c} {v}' for c, v in reps[-1]['served'].items())} "
+                     f"| {_span(r['origin_over_unique'] for r in reps)} | {_span(r['origin_over_static'] for r in reps)} "
+                     f"| {max(r['cpu_busy'] for r in reps):.0%} "
+                     f"| {min(r['headroom_cores'] for r in reps):.2f} "
+                     f"| {sum(r['valid'] for r in reps)}/{len(reps)} |")
+    def listed(hot: list) -> str:
+        return ", ".join(f"{h['path']}×{h['replicas']}" for h in hot) or "none"
+
+    lines += ["", "Hot lists decided (per workload; the hottest paths as model Gbps: the exporters' rate as read, "
+              "as steady, and what the static run's readers asked of the file on average):", ""]
+    for r in results:
+        if r["exponent"] is not None:
+            lines.append(f"- Zipf {r['exponent']:g}, repeat {r['repeat']}, from the {r.get('hot_source', '?')} "
+                         f"(exporters read at {r.get('hot_read_at_seconds', '?')} s): {listed(r.get('hot_files', []))}; "
+                         + "; ".join(f"the {k} would list {listed(v)}" for k, v in r.get("hot_files_other", {}).items())
+                         + "; hottest: " + ", ".join(f"{p} {v['raw']:.1f}/{v['steady']:.1f}/{v.get('workload', float('nan')):.1f}"
+                                                      for p, v in list(r.get("hot_rates_gbps", {}).items())[:5]))
+    lines += ["", "Acceptance (issue 30, Zipf 1.1): delivered ≥ 0.95 of uniform, slowest ≤ 1.25 × median, "
+              "origin ≤ 1.1 × unique.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[dict], path: pathlib.Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = summarise(results)
+    exponents = sorted({e for e, _ in rows if e is not None})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for ax, (key, title, line) in zip(axes, (("vs_uniform", "delivered ÷ uniform run", 0.95),
+                                              ("slowest_over_median", "slowest ÷ median reader", 1.25),
+                                              ("origin_over_unique", "origin bytes ÷ unique bytes", 1.1))):
+        for offset, (setup, label) in zip((-0.02, 0.0, 0.02), SETUPS):   # side by side at each exponent
+            xs = [e for e in exponents if (e, setup) in rows]
+            if xs:
+                ax.errorbar([e + offset for e in xs], [statistics.fmean(r[key] for r in rows[e, setup]) for e in xs],
+                            yerr=[[statistics.fmean(r[key] for r in rows[e, setup]) - min(r[key] for r in rows[e, setup])
+                                   for e in xs],
+                                  [max(r[key] for r in rows[e, setup]) - statistics.fmean(r[key] for r in rows[e, setup])
+                                   for e in xs]], marker="o", capsize=3, label=label)
+        ax.axhline(line, color="grey", linewidth=0.8, linestyle="--", label="issue 30's bound")
+        ax.set_title(title)
+        ax.set_xlabel("Zipf exponent")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def write(results: list[dict], args, meta: dict, out: pathlib.Path) -> None:
+    (out / f"{args.name}.md").write_text(report(results, args, meta))
+    if plot(results, out / f"{args.name}.png"):
+        with open(out / f"{args.name}.md", "a") as md:
+            md.write(f"\n![delivered, completion and origin bytes per set-up]({args.name}.png)\n")
+    print(f"wrote {out / args.name}.md")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--case", default="fabric-hotspots", help="bench/topologies/<case>.yaml and -facility.yaml")
+    parser.add_argument("--scale", type=float, default=4.0, help="Mbit/s per model Gbps")
+    parser.add_argument("--exponents", default="0.8,1.1,1.4")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--files", type=int, default=256,
+                        help="distinct files the popularity ranks (more: the uniform run's split over the ring "
+                             "closer to its weights)")
+    parser.add_argument("--reads", type=int, default=60, help="files each reader reads (its fixed workload)")
+    parser.add_argument("--file-kib", type=int, default=1024)
+    parser.add_argument("--setups", default="static,hot,loadfed", help="which set-ups (static always runs)")
+    parser.add_argument("--hot-source", choices=("exporter", "workload"), default="workload",
+                        help="what the hot list is decided from: the bench's count of what the static run's readers "
+                             "asked of each cache (default), or the caches' exporters' per-file rates (the product's "
+                             "input, which misreads reads through a cache: see the report)")
+    parser.add_argument("--scrape-seconds", type=float, default=5.0, help="how often the exporters are read")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--name", default="hotspots")
+    parser.add_argument("--from-json", help="only write the report (md, png) again from a run's JSON")
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.from_json:
+        doc = json.loads(pathlib.Path(args.from_json).read_text())
+        vars(args).update({k: v for k, v in doc["args"].items() if k not in ("from_json", "out", "name")})
+        write(doc["results"], args, doc["meta"], out)
+        return 0
+    if not fabric_run_ready(TAG):
+        return 2
+    case = load_case(args.case)
+    started = time.monotonic()
+    meta = {"load_start": os.getloadavg()[0], **code_version()}
+    results: list[dict] = []
+
+    def save() -> None:
+        meta.update(load_end=os.getloadavg()[0], seconds=round(time.monotonic() - started, 1),
+                    finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        (out / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "meta": meta, "results": results},
+                                                          indent=1))
+
+    exponents = [float(e) for e in args.exponents.split(",") if e]
+    try:
+        for repeat in range(args.repeats):
+            for exponent in [None, *exponents]:
+                print(f"repeat {repeat}, {'uniform' if exponent is None else f'Zipf {exponent:g}'}: "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
+                results.append(measure_workload(case, exponent, repeat, args, lambda m: print(m, flush=True)))
+                save()
+    finally:
+        down(PREFIX + TAG + "-")
+    save()
+    write(results, args, meta, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

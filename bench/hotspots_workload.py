@@ -1,0 +1,142 @@
+"""The hot-spot bench's workload and figures (pure): Zipf popularity, each reader's fixed list of reads routed
+by the product's client rule, the hot list the product decides, and the run's summary figures.
+
+bench/hotspots_bench.py runs what this decides on the emulated fabric; tests/unit/test_hotspots_workload.py
+checks it without one.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from switchyard.api.xcachepool import XCachePoolBody
+from switchyard.builders.workerfleet import hot_list_text
+from switchyard.desired.hotfiles import HotFileRules, file_rates, hot_files
+from switchyard.desired.xcachepool import host_budgets
+from switchyard.observe.fileload import TAU_SECONDS
+from switchyard.routing import Cache, Router, parse_hot
+
+GIGA = 1e9
+
+
+def popularity(files: Sequence[str], exponent: float | None, seed: int) -> dict[str, float]:
+    """Each file's share of the reads: Zipf with `exponent` (the rank-r file weighs r^-exponent), or uniform
+    for None. Which file has which rank is a permutation seeded by `seed`, so repeats put the hottest files
+    on other caches of the ring."""
+    ranked = list(files)
+    random.Random(f"ranks/{seed}").shuffle(ranked)
+    weights = [1.0 if exponent is None else (rank + 1) ** -exponent for rank in range(len(ranked))]
+    total = sum(weights)
+    return {f: w / total for f, w in zip(ranked, weights)}
+
+
+def draw_reads(shares: Mapping[str, float], reads: int, seed: str) -> list[str]:
+    """One reader's fixed workload: `reads` files drawn by their shares (with repeats), seeded."""
+    paths = sorted(shares)
+    return random.Random(seed).choices(paths, weights=[shares[p] for p in paths], k=reads)
+
+
+class _Listed:
+    """A hot list already read: what routing.HotFile gives a Router, without a mounted file."""
+
+    def __init__(self, text: str | None) -> None:
+        self._hot = parse_hot(text) if text else {}
+
+    def current(self) -> dict[str, int]:
+        return self._hot
+
+
+def route(paths: Sequence[str], ring: Mapping[str, float], addresses: Mapping[str, str], reader: str,
+          hot_text: str | None, origin: str) -> list[tuple[str, str]]:
+    """(cache, path) for each read, as a worker named `reader` picks it: switchyard.routing's Router over the
+    ring (cache -> weight; addresses: cache -> host:port) with the fleet ConfigMap's `hot` text (None: no
+    hot file), each path asked for as root://origin//path."""
+    router = Router("hashed", ring=tuple(Cache(c, addresses[c], w) for c, w in ring.items()),
+                    hot_file=_Listed(hot_text), reader=reader)
+    cache_of = {addresses[c]: c for c in ring}
+    out = []
+    for path in paths:
+        url = router.route(f"root://{origin}/{path}")
+        out.append((cache_of[url.split("://", 1)[1].split("/", 1)[0]], path))
+    return out
+
+
+def warm_pairs(reads: Sequence[Sequence[tuple[str, str]]]) -> dict[str, set[str]]:
+    """cache -> the files some reader reads from it: what must be in it (filled once from the origin)."""
+    out: dict[str, set[str]] = {}
+    for stream in reads:
+        for cache, path in stream:
+            out.setdefault(cache, set()).add(path)
+    return out
+
+
+def steady_rates(rates: Mapping[str, Mapping[str, float]], seconds: float,
+                 tau: float = TAU_SECONDS) -> dict[str, dict[str, float]]:
+    """The exporters' decaying rates (observe/fileload.py) of a load that started `seconds` ago, as they read
+    once it has lasted: a steady load reads (1 - e^(-seconds/tau)) of itself after `seconds`."""
+    seen = 1.0 - math.exp(-seconds / tau)
+    return {h: {p: r / seen for p, r in by.items()} for h, by in rates.items()}
+
+
+def decide_hot(texts: Sequence[str], pool: str, body: XCachePoolBody, ring: Mapping[str, float], hosts,
+               scale: float, seconds: float, rules: HotFileRules = HotFileRules()) -> tuple[list[dict], str | None]:
+    """The pool's hot list from its exporters' /metrics `texts` by the operator's rule (desired/hotfiles.py
+    with desired/xcachepool.py's host budgets), and the routing ConfigMap's `hot` text for it.
+
+    The fabric carries `scale` Mbit/s per model Gbps, so a measured Gbps is 1000 / scale model Gbps;
+    `seconds`: how long the load had run when the texts were read (steady_rates)."""
+    measured = {h: {p: g * 1000 / scale for p, g in by.items()} for h, by in file_rates(texts, pool).items()}
+    return hot_from_rates(steady_rates(measured, seconds), pool, body, ring, hosts, rules)
+
+
+def workload_rates(reads: Sequence[Sequence[tuple[str, str]]], file_bytes: int, seconds: float,
+                   scale: float) -> dict[str, dict[str, float]]:
+    """cache -> path -> model Gbps that the readers' routed `reads` asked of it over `seconds` (the bench's own
+    count, beside the exporters')."""
+    out: dict[str, dict[str, float]] = {}
+    for stream in reads:
+        for cache, path in stream:
+            by = out.setdefault(cache, {})
+            by[path] = by.get(path, 0.0) + file_bytes * 8 / seconds / 1e6 / scale
+    return out
+
+
+def hot_from_rates(rates: Mapping[str, Mapping[str, float]], pool: str, body: XCachePoolBody,
+                   ring: Mapping[str, float], hosts, rules: HotFileRules = HotFileRules()) -> tuple[list[dict], str | None]:
+    """The hot list desired/hotfiles.py decides from per-file rates (cache -> path -> model Gbps), and its text."""
+    hot = hot_files(rates, host_budgets(body, ring, hosts, rates), ring, (), rules)
+    wire = [f.to_wire() for f in hot]
+    return wire, hot_list_text(pool, wire)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One run's figures, in model Gbps."""
+
+    delivered_gbps: float       # bytes into the readers' nodes ÷ the time the last reader took
+    slowest_over_median: float  # the slowest reader's completion ÷ the median reader's
+    served_gbps: dict           # cache -> Gbps it served over the run
+    origin_over_unique: float   # bytes from the origin (the fills this set-up needed) ÷ the distinct files' bytes
+
+
+def completion(seconds: Sequence[float]) -> tuple[float, float, float]:
+    """(slowest, median, slowest ÷ median) of the readers' completion times."""
+    slowest, median = max(seconds), statistics.median(seconds)
+    return slowest, median, slowest / median if median > 0 else math.inf
+
+
+def figures(reader_bytes: float, cache_bytes: Mapping[str, float], origin_bytes: float, unique_bytes: float,
+            seconds: Sequence[float], scale: float) -> RunFigures:
+    """A run's figures from its byte counts and its readers' completion times (seconds from the start)."""
+    makespan = max(seconds)
+
+    def gbps(n: float) -> float:
+        return n * 8 / makespan / 1e6 / scale
+
+    return RunFigures(round(gbps(reader_bytes), 3), round(completion(seconds)[2], 3),
+                      {c: round(gbps(b), 3) for c, b in sorted(cache_bytes.items())},
+                      round(origin_bytes / unique_bytes, 3) if unique_bytes else math.nan)
