@@ -7,6 +7,9 @@ set -euo pipefail
 K8S_VERSION=v1.31.4
 K8S_STAGING_VERSION=v0.31.4
 ETCD_VERSION=v3.5.17
+# The etcd kubeadm v1.31.4 names (registry.k8s.io/etcd:3.5.15-0): the kind node image's
+# (hack/build-images.sh kind); kwokctl keeps ETCD_VERSION.
+KUBEADM_ETCD_VERSION=v3.5.15
 KWOK_VERSION=v0.6.1
 HELM_VERSION=v3.16.3
 KIND_VERSION=v0.25.0
@@ -65,7 +68,8 @@ controller-manager cri-api cri-client csi-translation-lib dynamic-resource-alloc
 endpointslice kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler
 kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver
 sample-cli-plugin sample-controller"
-K8S_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy"
+# kubeadm: the kind node image's (hack/build-images.sh kind).
+K8S_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kubeadm"
 # Without these every binary reports v0.0.0-master (and a kubelet registers so).
 K8S_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31 -X k8s.io/component-base/version.gitTreeState=clean"
 
@@ -104,6 +108,7 @@ command -v go >/dev/null || { log "Go is required (https://go.dev/dl)"; exit 1; 
 go_install kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"
 go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 build_wrapped etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+build_wrapped "etcd-$KUBEADM_ETCD_VERSION" go.etcd.io/etcd/server/v3 "$KUBEADM_ETCD_VERSION"
 build_kubernetes
 # CoreDNS in a wrapper module of its own: in the Kubernetes one its dependencies
 # (grpc, otel, the DNS libraries) would raise the versions the Kubernetes
