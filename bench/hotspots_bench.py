@@ -33,7 +33,10 @@ replicas cost. A run whose CPU was more than fabric_bench.CPU_LIMIT busy is inva
 
 Writes bench/results/hotspots.md, .json and .png (--out, --name elsewhere). Needs root.
 
-    python3 bench/hotspots_bench.py [--exponents 0.8,1.1,1.4] [--repeats 3] [--reads 60] [--file-kib 1024]
+    python3 bench/hotspots_bench.py [--exponents 0.8,1.1,1.4] [--repeats 3] [--reads 30] [--file-kib 1024]
+
+At the defaults a repeat is 10 runs of ~80 s (uniform; 3 set-ups per exponent) and 4 fabrics: ~15 min, so
+the full run (3 repeats) ~45-50 min on an idle 2-core machine.
 """
 
 from __future__ import annotations
@@ -404,13 +407,16 @@ def write(results: list[dict], args, meta: dict, out: pathlib.Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--case", default="fabric-hotspots", help="bench/topologies/<case>.yaml and -facility.yaml")
-    parser.add_argument("--scale", type=float, default=4.0, help="Mbit/s per model Gbps")
+    parser.add_argument("--scale", type=float, default=2.0,
+                        help="Mbit/s per model Gbps (2: the smoke runs' CPU stayed under the limit on 2 cores; at 4 "
+                             "it did not, on a machine shared with other work)")
     parser.add_argument("--exponents", default="0.8,1.1,1.4")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--files", type=int, default=256,
                         help="distinct files the popularity ranks (more: the uniform run's split over the ring "
                              "closer to its weights)")
-    parser.add_argument("--reads", type=int, default=60, help="files each reader reads (its fixed workload)")
+    parser.add_argument("--reads", type=int, default=30,
+                        help="files each reader reads (its fixed workload; ~80 s a run at the defaults)")
     parser.add_argument("--file-kib", type=int, default=1024)
     parser.add_argument("--setups", default="static,hot,loadfed", help="which set-ups (static always runs)")
     parser.add_argument("--hot-source", choices=("exporter", "workload"), default="workload",
