@@ -296,7 +296,9 @@ def routing_app(metrics_app, routing_dir: str | None):
             except OSError:
                 text = None
         if text is None:
-            body = f"no {key} published: no spec.outsideReaders group reads through this pool\n".encode()
+            published = bool(routing_dir) and os.path.exists(os.path.join(routing_dir, RING_KEY))
+            body = ("no hot file listed\n" if published else
+                    f"no {key} published: no spec.outsideReaders group reads through this pool\n").encode()
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
                                              ("Content-Length", str(len(body)))])
             return [body]
