@@ -1,4 +1,4 @@
-"""`switchyard run | plan | render | route | exporter | prepare-cache | copy-routing`."""
+"""`switchyard run | plan | render | route | exporter | prepare-cache | copy-routing | prestage`."""
 
 from __future__ import annotations
 
@@ -137,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     copy = sub.add_parser("copy-routing", help="copy the routing client into a directory for a worker's PYTHONPATH "
                           "(init container of workers)", add_help=False)
     copy.set_defaults(func=None)
+
+    prestage = sub.add_parser("prestage", help="read a list of files through the caches the ring names, at a "
+                              "share of the WAN (a CachePrestage's Job)", add_help=False)
+    prestage.set_defaults(func=None)
     return parser
 
 
@@ -159,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..routing import bundle
 
         return bundle.main(argv[1:])
+    if argv[:1] == ["prestage"]:  # in a CachePrestage's Job, in the cache image: no planner
+        from ..prestage import runner
+
+        return runner.main(argv[1:])
     if argv[:1] in (["plan"], ["render"]):
         return _offline(argv, ending=program)
     args = build_parser().parse_args(argv)

@@ -111,11 +111,18 @@ RULES: tuple[Rule, ...] = (
          "check on `/proc/self/mountinfo` (a data or meta path on the node's root filesystem is refused, "
          "`DiskNotMounted`) and xrootd's directories; its report's reader for `observe/cachedisk.py`", (),
          "the standard library only"),
+    Rule(("prestage/__init__.py",), "the prestage runner's contract: its metrics port and families, its journal, "
+         "its termination report (`Progress`), what the builders and the handler read of it", (),
+         "the standard library only"),
+    Rule(("prestage/runner.py", "prestage/pace.py"), "`switchyard prestage`, a CachePrestage's Job: each file read "
+         "through the cache the ring rule names for it (the routing client's `Router`), at the WAN share's pace "
+         "(`pace.py`: pure), its progress served as metrics",
+         ("prestage/__init__.py", "routing/"), "prometheus_client; xrdcp and xrdfs as argument lists, no shell"),
     Rule(("cli/plandraw.py",), "`switchyard plan -o svg|png`: the facility as a picture",
          ("planner/", "topology.py", "api/uplinkscore.py"),
          "the uplink directions and when one is full, as the plan names them"),
     Rule(("cli/__init__.py", "cli/__main__.py", "cli/plancli.py"), "the command line (`run`, `plan`, `render`, "
-         "`route`, `exporter`, `jitter`, `prepare-cache`, `copy-routing`)", (ANY,)),
+         "`route`, `exporter`, `jitter`, `prepare-cache`, `copy-routing`, `prestage`)", (ANY,)),
 )
 
 EXEMPTIONS: tuple[Exemption, ...] = (

@@ -1,0 +1,113 @@
+"""The prestage runner's pieces: its pace, its URL list, its report and journal, its failover (fake xrdcp)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from switchyard.prestage import Progress, parse_report, progress_from_samples
+from switchyard.prestage.pace import Pace
+from switchyard.prestage.runner import Journal, Runner, Tally, read_urls
+from switchyard.routing import Router
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_pace_bounds_what_readers_take_to_the_rate_plus_one_chunk():
+    clock = FakeClock()
+    pace = Pace(1000.0, clock=clock, sleep=clock.sleep)
+    taken = 0
+    for _ in range(50):
+        pace.took(100)
+        taken += 100
+        # what was taken by now is at most rate x elapsed plus the chunk just read
+        assert taken <= 1000.0 * clock.now + 100
+    assert clock.now == pytest.approx(5.0)
+
+
+def test_a_stalled_reader_saves_up_no_burst():
+    clock = FakeClock()
+    pace = Pace(1000.0, clock=clock, sleep=clock.sleep)
+    pace.took(100)
+    clock.now += 60  # a minute with nothing read (a slow cache)
+    assert pace.took(1000) == pytest.approx(1.0)  # no credit for the idle minute
+
+
+def test_a_pace_must_be_positive():
+    with pytest.raises(ValueError):
+        Pace(0)
+
+
+def test_urls_skip_comments_blanks_and_repeats_in_order():
+    assert read_urls(["# set", "", " root://o//a ", "root://o//b", "root://o//a"]) == ["root://o//a", "root://o//b"]
+
+
+def test_the_report_goes_through_the_termination_message_and_back():
+    progress = Progress(3, 1, 2, 300, 200, ("root://o//x: xrdcp exit 54",))
+    assert parse_report(progress.report()) == progress
+    assert progress.to_status() == {"files": {"total": 6, "done": 3, "failed": 1, "remaining": 2},
+                                    "bytes": {"done": 300, "remaining": 200}}
+    for text in (None, "", "not json", '{"files": {}}', '{"files": {"done": -1, "failed": 0, "remaining": 0}, '
+                                                        '"bytes": {"done": 0, "remaining": 0}}'):
+        assert parse_report(text) is None
+
+
+def test_progress_from_the_runner_metrics():
+    samples = {("switchyard_prestage_runner_files", "done"): 2.0, ("switchyard_prestage_runner_files", "failed"): 0.0,
+               ("switchyard_prestage_runner_files", "remaining"): 5.0,
+               ("switchyard_prestage_runner_bytes", "done"): 20.0,
+               ("switchyard_prestage_runner_bytes", "remaining"): 50.0}
+    assert progress_from_samples(samples) == Progress(2, 0, 5, 20, 50)
+    assert progress_from_samples({}) is None
+
+
+def _fake(tmp_path: Path, name: str, body: str) -> str:
+    script = tmp_path / name
+    script.write_text(f"#!{sys.executable}\nimport sys\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def _runner(tmp_path: Path, urls: list[str], journal: Journal) -> Runner:
+    router = Router.from_env({"SWITCHYARD_ROUTING": "hashed",
+                              "SWITCHYARD_CACHE_RING": "down@root://10.0.0.1:1094=5,up@root://10.0.0.2:1094=1"})
+    xrdfs = _fake(tmp_path, "xrdfs", "print('Size:   6')")
+    # the cache at 10.0.0.1 is down; the other serves every file's six bytes
+    xrdcp = _fake(tmp_path, "xrdcp", "url = sys.argv[-2]\n"
+                  "if '10.0.0.1' in url:\n    sys.stderr.write('[ERROR] Server responded with an error\\n'); sys.exit(54)\n"
+                  "sys.stdout.write('abcdef')")
+    tally = Tally(urls, CollectorRegistry(), 1e9)
+    return Runner(router, Pace(1e9), tally, journal, xrdcp=xrdcp, xrdfs=xrdfs, log=lambda line: None)
+
+
+def test_a_file_whose_home_fails_is_read_from_the_next_cache_and_journaled(tmp_path):
+    urls = ["root://origin//store/a.root", "root://origin//store/b.root", "https://elsewhere/c"]
+    journal = Journal.open(tmp_path / "done")
+    runner = _runner(tmp_path, urls, journal)
+    progress = runner.run(urls, parallel=2)
+    assert (progress.files_done, progress.files_failed, progress.bytes_done) == (2, 1, 12)
+    assert progress.failed == ("https://elsewhere/c: not a root:// URL",)
+    assert Journal.open(tmp_path / "done").done == {urls[0]: 6, urls[1]: 6}
+
+
+def test_a_restarted_runner_skips_the_journaled_files(tmp_path):
+    urls = ["root://origin//store/a.root", "root://origin//store/b.root"]
+    (tmp_path / "done").write_text(f"6 {urls[0]}\n")
+    runner = _runner(tmp_path, urls, Journal.open(tmp_path / "done"))
+    runner.xrdcp = _fake(tmp_path, "xrdcp-counting", f"open({str(tmp_path / 'reads')!r}, 'a').write(sys.argv[-2] + '\\n')\n"
+                         "sys.stdout.write('abcdef')")
+    progress = runner.run(urls, parallel=1)
+    assert progress.files_done == 2 and progress.bytes_done == 12
+    assert [line.rsplit("//", 1)[1] for line in (tmp_path / "reads").read_text().splitlines()] == ["store/b.root"]
