@@ -42,6 +42,11 @@ DISTRIBUTED_VERSION=2024.12.1
 DASK_GATEWAY_VERSION="$(sed -n 's/.*"dask-gateway-server\[kubernetes\]==\([^"]*\)".*/\1/p' "$REPO/operator/pyproject.toml" | head -n1)"
 PAUSE_VERSION=3.10
 K8S_VERSION=v1.31.4
+# The kind node image's (build_kind): the tags kubeadm v1.31.4 asks for, from binaries
+# hack/build-tools.sh builds into $TOOLS.
+KUBEADM_ETCD_TAG=3.5.15-0
+COREDNS_VERSION=v1.11.3
+TOOLS="$CACHE/bin"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/operator/pyproject.toml" | head -n1)"
 
 mkdir -p "$OCI" "$WHEELS" "$IMAGES/context"
@@ -221,6 +226,24 @@ check_gateway() {
   log "gateway: dask-gateway-server in the image loads SwitchyardBackend (stopped at its facility check, as configured)"
 }
 
+# pause: static pause.c from the Kubernetes module the tools are built from.
+build_pause() {
+  local src ctx
+  src="$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/build/pause/linux/pause.c"
+  if [ ! -f "$src" ]; then
+    (cd "$(mktemp -d)" && go mod init switchyard.local/pause >/dev/null 2>&1 \
+       && GOFLAGS=-mod=mod go mod download "k8s.io/kubernetes@$K8S_VERSION")
+  fi
+  ctx="$(context pause images/pause/Containerfile)"
+  cp "$src" "$ctx/pause.c"
+  gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-switchyard" -o "$ctx/images/pause/pause" "$src"
+  strip "$ctx/images/pause/pause"
+  rm -f "$ctx/pause.c"
+  # The key: pause.c's hash (the static binary differs by build path only).
+  build pause "$LOCAL/pause:$PAUSE_VERSION" "$ctx/images/pause" "$ctx/images/pause/Containerfile" \
+    "$(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion)"
+}
+
 build_all() {
   build_debian
   local debian="$LOCAL/switchyard-debian:$SUITE"
@@ -253,31 +276,93 @@ build_all() {
     "${KEY[python]} $wheels_key" --build-arg "BASE=$python" "${PIP_OFFLINE[@]}"
   [ -z "${BUILT[gateway]:-}" ] || check_gateway "$LOCAL/switchyard-gateway:$VERSION"
 
-  # pause: static pause.c from the Kubernetes module the tools are built from.
-  local src
-  src="$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/build/pause/linux/pause.c"
-  if [ ! -f "$src" ]; then
-    (cd "$(mktemp -d)" && go mod init switchyard.local/pause >/dev/null 2>&1 \
-       && GOFLAGS=-mod=mod go mod download "k8s.io/kubernetes@$K8S_VERSION")
-  fi
-  ctx="$(context pause images/pause/Containerfile)"
-  cp "$src" "$ctx/pause.c"
-  gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-switchyard" -o "$ctx/images/pause/pause" "$src"
-  strip "$ctx/images/pause/pause"
-  rm -f "$ctx/pause.c"
-  # The key: pause.c's hash (the static binary differs by build path only).
-  build pause "$LOCAL/pause:$PAUSE_VERSION" "$ctx/images/pause" "$ctx/images/pause/Containerfile" \
-    "$(sha256sum "$src" | cut -c1-16) $(gcc -dumpfullversion)"
+  build_pause
+}
+
+# bin_context NAME TOOL...: a build context holding stripped copies of `make tools` binaries
+# (a stripped Kubernetes binary is a third smaller; the images hold nothing to debug with).
+bin_context() {
+  local dir="$IMAGES/context/$1" tool; shift
+  rm -rf "$dir" && mkdir -p "$dir/bin"
+  for tool in "$@"; do
+    [ "$(cat "$TOOLS/.$tool.version" 2>/dev/null)" = "$(tool_version "$tool")" ] \
+      || { log "$TOOLS/$tool $(tool_version "$tool") is missing: run make tools"; exit 1; }
+    strip -o "$dir/bin/${tool%-v*}" "$TOOLS/$tool"
+  done
+  echo "$dir"
+}
+tool_version() {
+  case "$1" in
+    coredns) echo "$COREDNS_VERSION" ;;
+    etcd-v*) echo "${1#etcd-}" ;;
+    *) echo "$K8S_VERSION" ;;
+  esac
 }
 
 # The kind node image (docs/kind.md): kind-base (systemd, containerd, runc, CNI plugins and
-# our own entrypoint, units and containerd config on the Debian base).
+# our own entrypoint, units and containerd config on the Debian base); the images kubeadm
+# runs, from the binaries `make tools` builds; kind-node, kind-base with kubeadm, kubelet,
+# kubectl, our pod network and those images preloaded; then loaded into podman's storage.
 build_kind() {
   build_debian
-  local ctx
+  build_pause
+  local debian="$LOCAL/switchyard-debian:$SUITE" base="$LOCAL/switchyard-kind-base:$SUITE" ctx cmd
   ctx="$(context kind-base images/kind-base)"
-  build kind-base "$LOCAL/switchyard-kind-base:$SUITE" "$ctx/images/kind-base" "$ctx/images/kind-base/Containerfile" \
-    "${KEY[debian]}" --build-arg "BASE=$LOCAL/switchyard-debian:$SUITE"
+  build kind-base "$base" "$ctx/images/kind-base" "$ctx/images/kind-base/Containerfile" \
+    "${KEY[debian]}" --build-arg "BASE=$debian"
+
+  local images=(pause)
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+    ctx="$(bin_context "kind-$cmd" "$cmd")"
+    cp "$REPO/images/kind-images/Containerfile" "$ctx/bin/"
+    build "kind-$cmd" "$LOCAL/$cmd:$K8S_VERSION" "$ctx/bin" "$ctx/bin/Containerfile" "" --build-arg "BINARY=$cmd"
+    images+=("kind-$cmd")
+  done
+  ctx="$(bin_context kind-etcd "etcd-v${KUBEADM_ETCD_TAG%-*}")"
+  cp "$REPO/images/kind-images/Containerfile" "$ctx/bin/"
+  build kind-etcd "$LOCAL/etcd:$KUBEADM_ETCD_TAG" "$ctx/bin" "$ctx/bin/Containerfile" "" --build-arg BINARY=etcd
+  ctx="$(bin_context kind-coredns coredns)"
+  cp "$REPO/images/kind-images/Containerfile.coredns" "$ctx/bin/"
+  build kind-coredns "$LOCAL/coredns:$COREDNS_VERSION" "$ctx/bin" "$ctx/bin/Containerfile.coredns" ""
+  ctx="$(bin_context kind-kube-proxy kube-proxy)"
+  cp "$REPO/images/kind-images/Containerfile.kube-proxy" "$REPO/images/kind-images/kube-proxy-iptables" "$ctx/bin/"
+  build kind-kube-proxy "$LOCAL/kube-proxy:$K8S_VERSION" "$ctx/bin" "$ctx/bin/Containerfile.kube-proxy" \
+    "${KEY[debian]}" --build-arg "BASE=$debian"
+  images+=(kind-etcd kind-coredns kind-kube-proxy)
+
+  # kind-node: the archives it preloads are mounted into the build, their keys are its inputs.
+  ctx="$(bin_context kind-node kubeadm kubelet kubectl)"
+  cp -a "$REPO/images/kind-node/Containerfile" "$REPO/images/kind-node/files" "$ctx/"
+  local archives="$IMAGES/context/kind-node-archives" name keys=""
+  rm -rf "$archives" && mkdir -p "$archives"
+  for name in "${images[@]}"; do
+    ln "$OCI/$name.tar" "$archives/$name.tar"
+    keys="$keys ${KEY[$name]}"
+  done
+  local node="$LOCAL/switchyard-kind-node:$K8S_VERSION"
+  build kind-node "$node" "$ctx" "$ctx/Containerfile" "${KEY[kind-base]}$keys" \
+    --build-arg "BASE=$base" --build-arg "K8S_VERSION=$K8S_VERSION" -v "$archives:/archives:ro"
+  rm -rf "$archives"
+  podman_load kind-node "$node"
+}
+
+# podman_load NAME TAG: kind runs nodes from podman's own storage; load the archive there
+# unless the image podman has is the one this key built.
+podman_load() {
+  local name=$1 tag=$2 loaded="$OCI/$1.podman"
+  command -v podman >/dev/null || { log "podman is missing: $OCI/$name.tar is not loaded"; return 0; }
+  if [ "$(cat "$loaded" 2>/dev/null)" = "$(cat "$OCI/$name.key") $(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null)" ]; then
+    return 0
+  fi
+  local start old new
+  start=$(date +%s.%N)
+  old="$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)"
+  podman load -q -i "$OCI/$name.tar" >/dev/null
+  new="$(podman image inspect --format '{{.Id}}' "$tag")"
+  # The image this one replaces, if no container still runs it.
+  [ -z "$old" ] || [ "$old" = "$new" ] || podman rmi "$old" >/dev/null 2>&1 || true
+  echo "$(cat "$OCI/$name.key") $new" > "$loaded"
+  log "$name: loaded into podman as $tag in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f", b-a}') s"
 }
 
 case "${1:-all}" in
