@@ -57,6 +57,7 @@ RESOURCES: dict[str, Resource] = {
     "StatefulSet": Resource("apps/v1", "statefulsets"),
     "PodDisruptionBudget": Resource("policy/v1", "poddisruptionbudgets"),
     "NetworkPolicy": Resource("networking.k8s.io/v1", "networkpolicies"),
+    "Job": Resource("batch/v1", "jobs"),
     "Lease": Resource("coordination.k8s.io/v1", "leases"),
     **{k.kind: Resource(f"{GROUP}/{VERSION}", k.plural) for k in KINDS},
 }

@@ -65,18 +65,24 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
 # create too, when the apply creates the object), listed by owner to prune (delete),
 # and every reconcile re-reads its own object before writing children (get).
 - apiGroups: [switchyard.dev]
-  resources: [analysisfacilities, xcachepools, workerfleets, s3stagings]
+  resources: [analysisfacilities, xcachepools, workerfleets, s3stagings, cacheprestages]
   verbs: [get, list, watch, create, patch, delete]
 # Conditions and plan summaries are server-side applied to the status subresource
 # (a patch; the status is never read back from there).
 - apiGroups: [switchyard.dev]
-  resources: [analysisfacilities/status, xcachepools/status, workerfleets/status, s3stagings/status]
+  resources: [analysisfacilities/status, xcachepools/status, workerfleets/status, s3stagings/status,
+              cacheprestages/status]
   verbs: [patch]
 # Per-switch workloads: applied (create, patch), listed to prune (delete), and
 # indexed by kopf (watch). Never read one by one: no get.
 - apiGroups: [apps]
   resources: [statefulsets, deployments]
   verbs: [list, watch, create, patch, delete]
+# A CachePrestage's Job: applied, listed (to prune, and for its Complete or Failed
+# condition), deleted when the prestage's spec makes another. Never read one by one.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [list, create, patch, delete]
 # Rendered xrootd configs, cache Services and PodDisruptionBudgets: applied, listed to prune.
 - apiGroups: [""]
   resources: [configmaps, services]

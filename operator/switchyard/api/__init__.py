@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from .analysisfacility import AnalysisFacilitySpec, AnalysisFacilityStatus
 from .base import API_VERSION, GROUP, VERSION, Condition, Model
+from .prestage import CachePrestageSpec, CachePrestageStatus
 from .s3staging import S3StagingSpec, S3StagingStatus
 from .workerfleet import WorkerFleetSpec, WorkerFleetStatus
 from .xcachepool import XCachePoolSpec, XCachePoolStatus
@@ -107,6 +108,25 @@ KINDS: tuple[Kind, ...] = (
             _age_column(),
         ),
     ),
+    Kind(
+        kind="CachePrestage",
+        plural="cacheprestages",
+        short_names=("cps",),
+        spec=CachePrestageSpec,
+        status=CachePrestageStatus,
+        description="A dataset warmed into a pool's caches before an analysis, each file in the cache the ring names "
+                    "for it, at a share of the WAN.",
+        printer_columns=(
+            _ready_column(),
+            {"name": "Pool", "type": "string", "jsonPath": ".spec.poolRef.name"},
+            {"name": "Files", "type": "integer", "jsonPath": ".status.files.total"},
+            {"name": "Done", "type": "integer", "jsonPath": ".status.files.done"},
+            {"name": "Failed", "type": "integer", "jsonPath": ".status.files.failed"},
+            {"name": "Gbps", "type": "number", "priority": 1, "jsonPath": ".status.gbps"},
+            _reason_column(),
+            _age_column(),
+        ),
+    ),
 )
 
 KINDS_BY_NAME = {k.kind: k for k in KINDS}
@@ -114,5 +134,6 @@ KINDS_BY_NAME = {k.kind: k for k in KINDS}
 __all__ = [
     "API_VERSION", "GROUP", "VERSION", "KINDS", "KINDS_BY_NAME", "Kind", "Condition", "Model",
     "AnalysisFacilitySpec", "AnalysisFacilityStatus", "XCachePoolSpec", "XCachePoolStatus",
-    "WorkerFleetSpec", "WorkerFleetStatus", "S3StagingSpec", "S3StagingStatus",
+    "WorkerFleetSpec", "WorkerFleetStatus", "S3StagingSpec", "S3StagingStatus", "CachePrestageSpec",
+    "CachePrestageStatus",
 ]

@@ -8,7 +8,7 @@ meaning in docs/reasons.md.
 
 Each constant is bound where its reason is described: `Reason(READY := "Ready", ...)`
 makes `READY` "Ready". Kinds: F AnalysisFacility, P XCachePool, W WorkerFleet,
-S S3Staging, L the leader's Lease.
+S S3Staging, C CachePrestage, L the leader's Lease.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ class Reason:
 
 _ALL = (
     # The three states of a converged, healthy object.
-    Reason(READY := "Ready", "FPWS", "Ready=True: the object has what it asked for (its message says how much); "
+    Reason(READY := "Ready", "FPWSC", "Ready=True: the object has what it asked for (its message says how much); "
            "as a Normal event, the object became Ready.", event=True),
-    Reason(CONVERGED := "Converged", "FPWS", "Progressing=False on a Ready object: nothing left to do."),
-    Reason(HEALTHY := "Healthy", "FPWS", "Degraded=False: nothing is degraded."),
+    Reason(CONVERGED := "Converged", "FPWSC", "Progressing=False on a Ready object: nothing left to do."),
+    Reason(HEALTHY := "Healthy", "FPWSC", "Degraded=False: nothing is degraded."),
 
     # Input that will not work until someone changes it.
-    Reason(INVALID_SPEC := "InvalidSpec", "FPWS", "The spec fails a validation the schema cannot express; nothing "
+    Reason(INVALID_SPEC := "InvalidSpec", "FPWSC", "The spec fails a validation the schema cannot express; nothing "
            "is applied or deleted until it is fixed."),
-    Reason(IMAGE_NOT_ALLOWED := "ImageNotAllowed", "FPWS", "An image is not one the admin allows (the chart's "
+    Reason(IMAGE_NOT_ALLOWED := "ImageNotAllowed", "FPWSC", "An image is not one the admin allows (the chart's "
            "images.allowed); nothing is applied."),
     Reason(HOST_PATH_NOT_ALLOWED := "HostPathNotAllowed", "FP", "A cache host path is not below a directory the "
            "admin allows (the chart's cache.allowedHostPaths); nothing is applied."),
@@ -68,7 +68,7 @@ _ALL = (
            "has fewer workers than replicas (re-planning)."),
     Reason(INVALID_PLAN := "InvalidPlan", "PW", "The plan in status.plan does not parse; the child waits for a valid "
            "one."),
-    Reason(FACILITY_NOT_FOUND := "FacilityNotFound", "PW", "facilityRef names an AnalysisFacility that does not "
+    Reason(FACILITY_NOT_FOUND := "FacilityNotFound", "PWC", "facilityRef names an AnalysisFacility that does not "
            "exist in the namespace."),
     Reason(FACILITY_NOT_READY := "FacilityNotReady", "PW", "The facility could not plan (refused, or its planning "
            "failed): the child waits for its plan."),
@@ -105,11 +105,11 @@ _ALL = (
            "lists the buckets).", event=True),
 
     # Writing the children.
-    Reason(CHILD_REFUSED := "ChildRefused", "FPWS", "The API server refused a child (admission, a policy) for a "
+    Reason(CHILD_REFUSED := "ChildRefused", "FPWSC", "The API server refused a child (admission, a policy) for a "
            "reason a retry alone will not mend."),
-    Reason(CHILD_NAME_TAKEN := "ChildNameTaken", "FPWS", "A child's name is held by an object of another owner; no "
+    Reason(CHILD_NAME_TAKEN := "ChildNameTaken", "FPWSC", "A child's name is held by an object of another owner; no "
            "child is written."),
-    Reason(RECONCILE_FAILED := "ReconcileFailed", "FPWS", "The operator raised on this object; the reconcile runs "
+    Reason(RECONCILE_FAILED := "ReconcileFailed", "FPWSC", "The operator raised on this object; the reconcile runs "
            "again at the next tick."),
 
     # The S3 endpoint (Ready=False and Degraded=True).
@@ -123,6 +123,18 @@ _ALL = (
     Reason(ENDPOINT_FULL := "EndpointFull", "S", "The S3 endpoint is out of space or over its own quota."),
     Reason(BUCKET_CONFLICT := "BucketConflict", "S", "A bucket name is taken, or a conflicting operation runs."),
     Reason(S3_ERROR := "S3Error", "S", "Another S3 failure (its message says which)."),
+
+    # A CachePrestage.
+    Reason(POOL_NOT_FOUND := "PoolNotFound", "C", "poolRef names an XCachePool that does not exist in the "
+           "namespace."),
+    Reason(AWAITING_RING := "AwaitingRing", "C", "No WorkerFleet reads through the pool yet, so no ring names the "
+           "caches its readers will read each file from: the prestage waits for one."),
+    Reason(PRESTAGING := "Prestaging", "C", "The prestage Job reads the files through their caches (the message "
+           "counts files and bytes done)."),
+    Reason(FILES_FAILED := "FilesFailed", "C", "The prestage ended with files no cache of the ring could read "
+           "(status.failedUrls names a few): Degraded."),
+    Reason(PRESTAGE_FAILED := "PrestageFailed", "C", "The prestage Job failed (its pod could not run, or every "
+           "retry ended in failed files): Degraded."),
 
     # Deleting an S3Staging with reclaimPolicy Delete.
     Reason(DELETING := "Deleting", "S", "The buckets could not be deleted yet; retrying."),

@@ -39,14 +39,14 @@ SMALL_PURE = ("conditions.py", "policy/hostpaths.py", "policy/imagepolicy.py", "
               "observe/initreports.py", "observe/drift.py", "rampup.py")
 
 RULES: tuple[Rule, ...] = (
-    Rule(("api/",), "the models of the four kinds and of the plan contract; the condition and event reasons "
+    Rule(("api/",), "the models of the five kinds and of the plan contract; the condition and event reasons "
          "(`api/reasons.py`); how an uplink is scored (`api/uplinkscore.py`: its directions, utilisation, a "
          "plan's peak, the tolerances)", (), "pydantic, celpy"),
     Rule(("topology.py",), "nodes → the facility's switches, hosts and capacities", ("api/",)),
     Rule(("planner/",), "the placement model and its solver; `baselines/` the comparisons the benches and "
          "`switchyard plan` make", ("api/", "topology.py"), "HiGHS"),
     Rule(("builders/",), "pure manifest builders, one module per child kind",
-         ("api/", "xrootd/", "observe/exporterspec.py")),
+         ("api/", "xrootd/", "observe/exporterspec.py", "prestage/__init__.py")),
     Rule(("xrootd/",), "the xrootd config renderer, the monitoring decoder", ("api/",)),
     Rule(("observe/__init__.py", "policy/__init__.py"), "`observe/`, the observing side: the cache exporter and "
          "its contract, the client map, the operator's metrics, disk and init-container reports, prediction drift; "
@@ -57,10 +57,10 @@ RULES: tuple[Rule, ...] = (
     Rule(("observe/exporterspec.py",), "the exporter's port, arguments and metric families",
          ("api/", "xrootd/", "observe/clientmap.py")),
     Rule(("desired/",), "desired state per kind: `desired_facility`, `desired_pool`, `fleet_intent` + "
-         "`desired_fleet`; `hotfiles.py`, a pool's hot files and their replica counts from the exporters' "
+         "`desired_fleet`, `desired_prestage`; `hotfiles.py`, a pool's hot files and their replica counts from the exporters' "
          "per-file read rates; `ringload.py`, its ring hosts' weight factors from their served-bytes counters",
          ("api/", "topology.py", "planner/", "builders/", "xrootd/", "observe/clientmap.py", *SMALL_PURE,
-          "policy/settings.py", "routing/check.py", "observe/exporterspec.py"),
+          "policy/settings.py", "routing/check.py", "observe/exporterspec.py", "prestage/__init__.py"),
          "`observe.exporterspec` for the names of the exporter's per-file gauge and counters"),
     Rule(SMALL_PURE, "small pure pieces (condition states, the admin's allowlists, disk reports, what init "
          "containers reported in their pods' status, prediction drift (observed served Gbps per switch and "
@@ -82,7 +82,7 @@ RULES: tuple[Rule, ...] = (
          "token, certificate or exec plugin), with urllib3: no kubernetes client library in the operator", ()),
     Rule(("handlers/",), "kopf handlers: read → `desired` → converge → status",
          ("api/", "topology.py", "builders/", "desired/", *SMALL_PURE, "policy/settings.py", "apply.py",
-          "observe/metrics.py", "s3/"), "kopf"),
+          "observe/metrics.py", "s3/", "prestage/__init__.py"), "kopf"),
     Rule(("observe/metrics.py",), "the operator's metrics", ("observe/exporterspec.py",), "prometheus_client"),
     Rule(("observe/exporter.py", "observe/fileload.py"), "the cache sidecar's runtime (builders and "
          "`observe/metrics.py` never import it), which also serves the pool's routing to readers outside "
@@ -130,6 +130,10 @@ EXEMPTIONS: tuple[Exemption, ...] = (
                "the workers read their ring file and `SWITCHYARD_*` environment with `routing/`, which is copied "
                "alone into worker images and so cannot import their names and line format from the operator's "
                "side; the builder writes what that reader reads (`HASH_RULE`, `RING_FILE_ENV`, `ring_entry`)"),
+    Exemption("builders/prestage.py", "routing/__init__.py",
+               "the prestage Job's runner reads the ring as a worker does (`routing.Router`), so its Job is given "
+               "the same `SWITCHYARD_*` names a worker's pod is (`HASH_RULE`, `RING_FILE_ENV`, `RING_KEY`), for "
+               "the reason builders/workerfleet.py imports them"),
     Exemption("builders/xcachepool.py", "observe/clientmap.py",
                "the pool's client-map ConfigMap is rendered in the format the exporter reads (`clientmap.render`, "
                "`KEY`); `observe/clientmap.py` is standard library only, the exporter's contract as `observe/exporterspec.py` is"),

@@ -6,4 +6,4 @@ report, converges the children (converge.py, through the apply module) and
 writes its status (status.py); loop.py runs it per object.
 """
 
-from . import analysisfacility, indexes, s3staging, startup, workerfleet, xcachepool  # noqa: F401
+from . import analysisfacility, indexes, prestage, s3staging, startup, workerfleet, xcachepool  # noqa: F401

@@ -38,6 +38,14 @@ RING_WEIGHT_FACTOR = Gauge("switchyard_ring_weight_factor", "Factor on a ring ho
                            "measured load (status.ringWeights; 1: as planned, down to 0.5); a change is a "
                            "RingWeightsChanged event.", ["namespace", "pool", "host"])
 
+# --------------------------------------------------------------- prestages (handlers/prestage.py)
+PRESTAGE_FILES = Gauge("switchyard_prestage_files", "Files of a CachePrestage by state (done, failed, remaining), as "
+                       "its Job's runner counts them.", ["namespace", "prestage", "state"])
+PRESTAGE_BYTES = Gauge("switchyard_prestage_bytes", "Bytes of a CachePrestage by state (done; remaining: of the files "
+                       "not done whose size the runner has asked).", ["namespace", "prestage", "state"])
+PRESTAGE_PACE_GBPS = Gauge("switchyard_prestage_pace_gbps", "The pace a CachePrestage's Job reads at: its wanShare of "
+                           "the facility's wanGbps.", ["namespace", "prestage"])
+
 # --------------------------------------------------------------- the plan
 PLAN_PREDICTED_GBPS = Gauge("switchyard_plan_predicted_gbps", "Deliverable aggregate Gbps the plan predicts.", ["namespace", "facility"])
 PLAN_BOUND_GBPS = Gauge("switchyard_plan_bound_gbps", "Upper bound on deliverable Gbps for any placement.", ["namespace", "facility"])

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from switchyard.generate import alerts, chartvalues
+from switchyard.api import KINDS
 from switchyard.apply import RESOURCES
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -424,7 +425,7 @@ def test_every_chart_value_has_a_description():
 
 def test_crds_ship_in_the_chart_and_helm_template_keeps_them_out():
     crds = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
-    assert crds == sorted(p.name for p in (REPO / "crds").glob("*.yaml")) and len(crds) == 4
+    assert crds == sorted(p.name for p in (REPO / "crds").glob("*.yaml")) and len(crds) == len(KINDS)
     assert not by_kind(render(), "CustomResourceDefinition")
     with_crds = render(extra=("--include-crds",))
-    assert len(by_kind(with_crds, "CustomResourceDefinition")) == 4
+    assert len(by_kind(with_crds, "CustomResourceDefinition")) == len(KINDS)

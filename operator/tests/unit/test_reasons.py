@@ -157,7 +157,7 @@ def test_the_registry_holds_words_with_a_meaning():
     for reason in reasons.REGISTRY.values():
         assert re.fullmatch(r"[A-Z][A-Za-z0-9]*", reason.value) and len(reason.value) <= 64, reason
         assert reason.meaning.endswith(".") and "\n" not in reason.meaning, reason
-        assert reason.kinds and set(reason.kinds) <= set("FPWSL"), reason
+        assert reason.kinds and set(reason.kinds) <= set("FPWSCL"), reason
         assert reason.condition or reason.event, reason
 
 
