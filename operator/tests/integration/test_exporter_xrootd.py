@@ -55,7 +55,7 @@ def served(xrd_base, xrootd_account):
             result = xrdcp(cache.url_for(lfn), xrd_base / f"{attempt}.bin")
             assert result.returncode == 0, result.stderr
         origin_sent = origin.bytes_sent_now() - before
-        yield exporter, udp_port, len(data), origin_sent, reads_began
+        yield exporter, udp_port, len(data), origin_sent, reads_began, cache.url_for(lfn)
     finally:
         cache.daemon.stop()
         exporter.stop()
@@ -64,7 +64,7 @@ def served(xrd_base, xrootd_account):
 
 
 def test_exporter_metrics_show_the_bytes(served):
-    exporter, udp_port, size, origin_sent, reads_began = served
+    exporter, udp_port, size, origin_sent, reads_began, _ = served
 
     def both_reads_reported() -> bool:
         samples = _samples(exporter.scrape())
@@ -118,7 +118,7 @@ def test_exporter_metrics_show_the_bytes(served):
 
 def test_prometheus_scrapes_the_exporter(served, xrd_base):
     require("prometheus")
-    exporter, _, size, _, _ = served
+    exporter, _, size, _, _, _ = served
     with run_prometheus([f"127.0.0.1:{exporter.metrics_port}"], xrd_base) as prom:
         prom.wait_for(prom.targets_up, timeout=60, what="the exporter target to be up")
         selector = ",".join(f'{k}="{v}"' for k, v in LABELS.items())
@@ -132,3 +132,34 @@ def test_prometheus_scrapes_the_exporter(served, xrd_base):
         rate_per_switch = "sum by (switch) (rate(switchyard_xcache_client_bytes_total[30s]))"
         prom.wait_for(lambda: prom.query(rate_per_switch), timeout=30, what="two scrapes for rate()")
         assert [series["metric"]["switch"] for series in prom.query(rate_per_switch)] == [LABELS["switch"]]
+
+
+@pytest.mark.parametrize("request_bytes", [512 * 1024, 4 * MIB])
+def test_reads_of_the_python_client_are_counted(served, request_bytes):
+    """The reads fsspec-xrootd and uproot make (the XRootD Python client's File.read), counted per file and
+    per reader's switch as xrdcp's are: with XRootD's asynchronous reads on they counted 0 bytes. (The
+    f-stream counts the bytes a request asks for: one asking past the file's end counts whole.)"""
+    from XRootD import client
+    from XRootD.client.flags import OpenFlags
+
+    exporter, _, size, _, _, url = served
+
+    def served_bytes() -> float:
+        return sum(v for k, v in _samples(exporter.scrape()).items() if k.startswith("switchyard_xcache_served_bytes_total"))
+
+    wait_until(lambda: served_bytes() >= 2 * size, timeout=30, interval=0.5, what="xrdcp's reads in the f-stream")
+    before = served_bytes()
+    for _ in range(3):
+        handle = client.File()
+        status, _ = handle.open(url, OpenFlags.READ)
+        assert status.ok, status.message
+        offset = 0
+        while offset < size:   # ranges within the file, as fsspec's caches and uproot ask for them
+            status, chunk = handle.read(offset, min(request_bytes, size - offset))
+            assert status.ok and chunk, status.message
+            offset += len(chunk)
+        handle.close()
+    wait_until(lambda: served_bytes() - before >= 3 * size, timeout=30, interval=0.5,
+               what="the Python client's reads in the f-stream")
+    time.sleep(1)   # nothing more than the bytes read arrives later
+    assert served_bytes() - before == 3 * size
