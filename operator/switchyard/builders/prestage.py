@@ -17,7 +17,7 @@ import json
 
 from ..api.prestage import CachePrestageSpec
 from ..prestage import JOURNAL_DIR, METRICS_PORT
-from ..routing import HASH_RULE, RING_FILE_ENV, RING_KEY
+from ..routing import HASH_RULE, HOT_FILE_ENV, RING_FILE_ENV, RING_KEY
 from .common import child_name, labels, restricted_pod_security_context, restricted_security_context
 from .workerfleet import ROUTING_DIR, XROOTD_CLIENT_ENV, routing_config_name
 from .xcachepool import endpoint
@@ -68,6 +68,9 @@ def build_job(prestage: str, namespace: str, spec: CachePrestageSpec, *, pool: s
         {"name": "SWITCHYARD_ROUTING", "value": "hashed"},
         {"name": "SWITCHYARD_HASH_RULE", "value": HASH_RULE},
         {"name": RING_FILE_ENV, "value": f"{ROUTING_DIR}/{RING_KEY}"},
+        # No hot list: each file goes to its home, the first of the rule's order (a hot file's other homes
+        # fill as their readers open it), not to the one of its homes this pod's name would pick.
+        {"name": HOT_FILE_ENV, "value": "/dev/null"},
         # While the ring file names no cache, reads go to the pool-wide Service (as a worker's would).
         {"name": "SWITCHYARD_CACHE_ENDPOINT", "value": "root://" + endpoint(pool, namespace, pool_port)},
         {"name": "SWITCHYARD_CACHE_ORIGIN_MODE", "value": origin_mode},

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .. import conditions as cond
 from ..api import reasons
 from ..api.prestage import CachePrestageSpec
-from ..api.xcachepool import XCachePoolSpec
+from ..api.xcachepool import DEFAULT_XCACHE_IMAGE, XCachePoolSpec
 from ..builders.prestage import build_prestage
 from ..policy.imagepolicy import refusal
 from ..policy.settings import Settings
@@ -84,6 +84,10 @@ def desired_prestage(name: str, namespace: str, spec_raw: Mapping, before: Mappi
                                     f"AnalysisFacility {pool_spec.facility_ref.name} (XCachePool {pool_name}'s "
                                     "facilityRef) does not exist: its WAN capacity sets the prestage's pace"))
     image = spec.image or pool_spec.image
+    if image == DEFAULT_XCACHE_IMAGE:
+        return held({}, cond.failed(reasons.INVALID_SPEC, f"XCachePool {pool_name} runs OSG's XCache image, which has "
+                                    "no switchyard for the prestage's runner: set spec.image to switchyard's XCache "
+                                    "image (images/xcache), or one with xrdcp, xrdfs and switchyard"))
     if refused := refusal([image], settings.images):
         return held({}, refused)
     wan = float((((facility.get("spec") or {}).get("network") or {}).get("wanGbps")) or 100.0)

@@ -8,6 +8,7 @@ from test_pod_security import violations
 from switchyard import conditions as cond
 from switchyard.api import reasons
 from switchyard.api.prestage import MAX_INLINE_URLS, CachePrestageSpec
+from switchyard.api.xcachepool import DEFAULT_XCACHE_IMAGE
 from switchyard.builders.prestage import PRESTAGE_LABEL, build_prestage, urls_config_name
 from switchyard.builders.workerfleet import routing_config_name
 from switchyard.desired import validate
@@ -79,6 +80,7 @@ def test_the_job_reads_the_list_through_the_fleets_ring_at_the_pace():
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["SWITCHYARD_ROUTING"] == "hashed" and env["SWITCHYARD_CACHE_RING_FILE"] == "/etc/switchyard/routing/ring"
     assert env["SWITCHYARD_CACHE_ENDPOINT"] == "root://pool.ns.svc:1094"
+    assert env["SWITCHYARD_CACHE_HOT_FILE"] == "/dev/null"  # every file to its home, whatever the pod's name
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["routing"]["configMap"]["name"] == routing_config_name("fleet")
     assert "emptyDir" in volumes["journal"] and pod["spec"]["restartPolicy"] == "OnFailure"
@@ -116,6 +118,9 @@ def test_what_a_prestage_waits_for():
     waiting = decide(ring_fleets=[])
     assert waiting.states["Ready"].reason == reasons.AWAITING_RING and waiting.states["Progressing"].status
     assert waiting.children is None  # a Job already running is left as it is
+    osg = decide(pool=pool(image=DEFAULT_XCACHE_IMAGE))
+    assert osg.states["Ready"].reason == reasons.INVALID_SPEC and "spec.image" in osg.states["Ready"].message
+    assert decide(pool=pool(image=DEFAULT_XCACHE_IMAGE), spec_raw=spec(image="site.example.org/xc:1")).converges
     refused = decide(settings=Settings(images=ImagePolicy.parse("trusted.example.org/")))
     assert refused.states["Ready"].reason == reasons.IMAGE_NOT_ALLOWED and refused.children is None
 
