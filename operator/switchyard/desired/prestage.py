@@ -96,8 +96,8 @@ def desired_prestage(name: str, namespace: str, spec_raw: Mapping, before: Mappi
     counts = _counts(progress, before)
     if fleet is None:
         return held({**counts, "gbps": gbps}, cond.progressing(
-            reasons.AWAITING_RING, f"no WorkerFleet reads through XCachePool {pool_name}: no ring names the "
-                                   "cache each file's readers will read it from"))
+            reasons.AWAITING_RING, f"no WorkerFleet reads through XCachePool {pool_name} by its ring (hashed "
+                                   "routing): no ring names the cache each file's readers will read it from"))
     children = build_prestage(name, namespace, spec, pool=pool_name, pool_port=pool_spec.port,
                               origin_mode=pool_spec.origin.mode, ring_fleet=fleet, image=image, gbps=gbps,
                               uid=pool_spec.xrootd_user.uid)

@@ -95,10 +95,12 @@ def ring_weights_of(index, namespace: str, pool: str | None) -> dict[str, float]
     return dict(next(iter(index.get((namespace, pool), [])), {})) if pool else {}
 
 
-def fleets_reading(fleet_index, namespace: str, pool: str) -> list[str]:
-    """The WorkerFleets (names) whose plan reads through `pool`: those that publish its ring."""
+def fleets_reading(fleet_index, namespace: str, pool: str, ring_only: bool = False) -> list[str]:
+    """The WorkerFleets (names) whose plan reads through `pool`: those that publish its ring; `ring_only`: those
+    whose plan has ring readers (a cacheRing), so that their routing ConfigMap names the ring's caches."""
     return sorted({f["metadata"]["name"] for store in fleet_index.values() for f in store
-                   if f["metadata"]["namespace"] == namespace and (f["status"].get("plan") or {}).get("pool") == pool})
+                   if f["metadata"]["namespace"] == namespace and (plan := f["status"].get("plan") or {}).get("pool") == pool
+                   and (plan.get("cacheRing") or not ring_only)})
 
 
 def ring_read_through(fleet_index, namespace: str, pool: str) -> dict[str, float] | None:

@@ -109,7 +109,7 @@ def reconcile(body, logger, fleet_index, **_) -> float | None:
         job = _job_state(jobs[planned], pods)
     progress = read_progress(pods) if pods else None
     outcome = desired_prestage(name, namespace, body.get("spec") or {}, body.get("status"), pool=pool,
-                               facility=facility, ring_fleets=fleets_reading(fleet_index, namespace, pool_name or ""),
+                               facility=facility, ring_fleets=fleets_reading(fleet_index, namespace, pool_name or "", ring_only=True),
                                job=job, progress=progress, settings=current())
     if outcome.converges:
         try:

@@ -201,11 +201,16 @@ def test_the_reconcile_applies_the_job_and_reports_the_runners_progress(monkeypa
     monkeypatch.setattr(handler, "current", lambda: Settings())
     monkeypatch.setattr(handler, "converge", lambda body, children, kinds, logger: applied.append(children))
     monkeypatch.setattr(handler, "write_status", lambda kind, body, status, states, logger: written.append((status, states)))
-    index = {"uid": [{"metadata": {"name": "fleet", "namespace": "ns"}, "status": {"plan": {"pool": "pool"}}}]}
+    index = {"uid": [{"metadata": {"name": "fleet", "namespace": "ns"},
+                      "status": {"plan": {"pool": "pool", "cacheRing": {"node-a": 1.0}}}},
+                     # a fleet whose readers all read their switch's caches publishes no ring to read
+                     {"metadata": {"name": "a-local-fleet", "namespace": "ns"},
+                      "status": {"plan": {"pool": "pool", "cacheRing": {}}}}]}
     assert handler.reconcile(body, None, fleet_index=index) == handler.RUNNING_SECONDS
     [children] = applied
     job = children[-1]["metadata"]["name"]
     assert written[-1][0]["job"] == job and written[-1][1]["Ready"].reason == reasons.PRESTAGING
+    assert written[-1][0]["ringFrom"] == "fleet"
 
     # The Job ran to its end (an operator restarted meanwhile finds it by status.job): Ready from its report.
     body["status"] = {"job": job}
