@@ -1,7 +1,7 @@
 """`switchyard prestage` against a real origin and two real caches (the config switchyard renders).
 
 The runner is the one a CachePrestage's Job runs, started as a process with the environment the Job gives
-it (a hashed ring of the two caches). Origin bytes are the origin's own xrd.report counter: an independent
+it (builders/prestage.py; the ring file, of the two caches, a local file). Origin bytes are the origin's own xrd.report counter: an independent
 witness of what the caches fetched.
 """
 
@@ -19,9 +19,12 @@ from pathlib import Path
 import pytest
 from xrootd_fixtures import cache_pool, free_port, start_cache, start_origin, wait_until, xrdcp
 
+from switchyard.api.prestage import CachePrestageSpec
+from switchyard.builders.prestage import build_prestage
+from switchyard.desired import validate
 from switchyard.prestage import FILES, parse_report
 from switchyard.prestage.runner import CHUNK_BYTES
-from switchyard.routing import Router
+from switchyard.routing import Router, ring_entry
 
 pytestmark = pytest.mark.integration
 
@@ -51,13 +54,18 @@ def rig(xrd_base, xrootd_account):
         origin.meter.close()
 
 
-def _ring(caches) -> str:
-    return ",".join(f"cache-{i}@root://127.0.0.1:{c.daemon.port}=1" for i, c in enumerate(caches))
-
-
-def _env(caches) -> dict[str, str]:
-    return {**os.environ, "SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_CACHE_RING": _ring(caches),
-            "SWITCHYARD_HASH_RULE": "rendezvous-sha256-v1", "SWITCHYARD_CACHE_ORIGIN_MODE": "fixed"}
+def _env(caches, work: Path) -> dict[str, str]:
+    """The environment the CachePrestage's Job gives its runner (builders/prestage.py), its ring file a local
+    file in the fleets' format (one `node@root://address:port=weight` a line)."""
+    ring = work / "routing" / "ring"
+    ring.parent.mkdir()
+    ring.write_text("".join(f"{ring_entry(f'cache-{i}', f'127.0.0.1:{c.daemon.port}', 1)}\n"
+                            for i, c in enumerate(caches)))
+    model, _ = validate(CachePrestageSpec, {"poolRef": {"name": "pool"}, "urls": ["root://o//x"], "wanShare": 1})
+    [_, job] = build_prestage("warm", "ns", model, pool="pool", pool_port=caches[0].daemon.port, origin_mode="fixed",
+                              ring_fleet="fleet", image="i", gbps=PACE_GBPS, uid=1094)
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    return {**os.environ, **env, "HOME": os.environ.get("HOME", "/tmp"), "SWITCHYARD_CACHE_RING_FILE": str(ring)}
 
 
 class RunnerProcess:
@@ -124,7 +132,7 @@ def test_prestage_warms_the_ring_homes_at_the_pace_and_a_restart_fetches_no_fini
     listing = xrd_base / "urls.txt"
     listing.write_text("# the bench's dataset\n" + "\n".join(urls + urls[:2]) + "\n")  # a repeat is read once
     journal = xrd_base / "journal"
-    env = _env(caches)
+    env = _env(caches, xrd_base)
     before = origin.bytes_sent_now()
 
     # A runner killed half-way, then restarted in the same pod (its journal kept).
