@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -201,16 +201,21 @@ class Runner:
             return got, f"xrdcp exit {code}: {last[0].strip()}"
         return got, ""
 
-    def fetch(self, url: str) -> None:
+    def _sized(self, url: str) -> int | None:
+        size = self.size_of(url)
+        if size is not None:
+            self.tally.sized(url, size)
+        return size
+
+    def fetch(self, url: str, sizing: Future | None = None) -> None:
+        """Read one file through its cache (`sizing`: its stat under way, else it is stat'ed here)."""
         if url in self.journal.done:
             self.tally.finished(url, self.journal.done[url])
             return
         if not is_xrootd_url(url):
             self.tally.fail(url, "not a root:// URL")
             return
-        size = self.size_of(url)
-        if size is not None:
-            self.tally.sized(url, size)
+        size = sizing.result() if sizing is not None else self._sized(url)
         why = "no cache to read it from"
         for cache_url in self.router.candidates(url)[:self.attempts]:
             got, why = self.read_through(cache_url)
@@ -224,8 +229,13 @@ class Runner:
         self.tally.fail(url, why)
 
     def run(self, urls: Sequence[str], parallel: int) -> Progress:
-        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-            list(pool.map(self.fetch, urls))
+        """Every file read; their sizes asked first, STAT_PARALLEL at a time in the order they are read, so
+        the bytes remaining count the whole list early, not only the files being read."""
+        stat = [u for u in urls if u not in self.journal.done and is_xrootd_url(u)]
+        with ThreadPoolExecutor(max_workers=STAT_PARALLEL) as sizer, \
+                ThreadPoolExecutor(max_workers=max(1, parallel)) as readers:
+            sizes = {url: sizer.submit(self._sized, url) for url in stat}
+            list(readers.map(lambda url: self.fetch(url, sizes.get(url)), urls))
         return self.tally.progress()
 
 

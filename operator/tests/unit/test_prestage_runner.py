@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,23 @@ def test_a_restarted_runner_skips_the_journaled_files(tmp_path):
     progress = runner.run(urls, parallel=1)
     assert progress.files_done == 2 and progress.bytes_done == 12
     assert [line.rsplit("//", 1)[1] for line in (tmp_path / "reads").read_text().splitlines()] == ["store/b.root"]
+
+
+def test_the_bytes_remaining_count_every_file_before_it_is_read(tmp_path):
+    urls = [f"root://origin//store/{name}.root" for name in "abcd"]
+    runner = _runner(tmp_path, urls, Journal.open(None))
+    remaining = []
+    read_through = runner.read_through
+
+    def watched(cache_url):
+        # the stats run ahead of the reads: while the first file waits to be read, the others' sizes come in
+        deadline = time.monotonic() + 20
+        while len(runner.tally.sizes) < len(urls) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        remaining.append(runner.tally.progress().bytes_remaining)
+        return read_through(cache_url)
+
+    runner.read_through = watched
+    runner.run(urls, parallel=1)
+    # 6 bytes a file, each read twice (its home is down, then the next cache): the whole list from the first read
+    assert remaining == [24, 24, 18, 18, 12, 12, 6, 6]
