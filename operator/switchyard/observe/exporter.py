@@ -288,6 +288,7 @@ def routing_app(metrics_app, routing_dir: str | None):
         key = ROUTED.get(environ.get("PATH_INFO", ""))
         if key is None:
             return metrics_app(environ, start_response)
+        head = environ.get("REQUEST_METHOD") == "HEAD"  # the headers GET would send (Content-Length too), no body
         text = None
         if routing_dir:
             try:
@@ -301,11 +302,11 @@ def routing_app(metrics_app, routing_dir: str | None):
                     f"no {key} published: no spec.outsideReaders group reads through this pool\n").encode()
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
                                              ("Content-Length", str(len(body)))])
-            return [body]
+            return [] if head else [body]
         body = text.encode("utf-8")
         start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-cache"),
                                   ("Content-Length", str(len(body)))])
-        return [body] if environ.get("REQUEST_METHOD") != "HEAD" else []
+        return [] if head else [body]
     return app
 
 

@@ -12,9 +12,10 @@ without it each URL is printed as it is. A reader outside Kubernetes (an
 HTCondor job) needs only the pool's cache hosts' exporters, which serve the
 ring and the hot list the pool's workers read:
 
-    export SWITCHYARD_ROUTING_URL=http://10.0.1.5:9933,http://10.0.2.5:9933 `--all` prints every candidate, best
-first, one per line (the failover order). A malformed environment is a
-one-line error and exit status 2.
+    export SWITCHYARD_ROUTING_URL=http://10.0.1.5:9933,http://10.0.2.5:9933
+
+`--all` prints every candidate, best first, one per line (the failover
+order). A malformed environment is a one-line error and exit status 2.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ addresses; it must pick, for every file, the cache a worker inside picks from it
 from __future__ import annotations
 
 import logging
+import socket
 import urllib.request
 
 import pytest
@@ -157,6 +158,30 @@ def test_the_exporter_serves_the_mounted_keys_and_its_metrics(exporters):
         assert metrics.status == 200
     exporter.publish(pool_map(HOT))
     assert fetch_text(exporter.url + "/routing/hot") == pool_map(HOT)["data"]["hot"]
+
+
+def raw_response(url: str, method: str, path: str) -> bytes:
+    """Everything the server sends for one request, read to its close (HTTP/1.0: a client that knows HEAD has
+    no body would not read one, so a body sent would go unseen)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(f"{method} {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+    return received
+
+
+@pytest.mark.parametrize("path", ["/routing/ring", "/routing/hot"])
+def test_head_gets_the_headers_of_get_and_no_body_found_or_not(exporters, path):
+    exporter = exporters("c0", pool_map())  # a ring, no hot file: 200 and 404
+    got = raw_response(exporter.url, "GET", path)
+    head = raw_response(exporter.url, "HEAD", path)
+    status = got.split(b"\r\n", 1)[0]
+    assert status.split()[1] == (b"200" if path.endswith("ring") else b"404")
+    assert got.split(b"\r\n\r\n", 1)[1]  # GET has a body
+    assert head.split(b"\r\n", 1)[0] == status and head.endswith(b"\r\n\r\n"), head
+    assert b"Content-Length: %d" % len(got.split(b"\r\n\r\n", 1)[1]) in head
 
 
 @pytest.mark.parametrize(("value", "bases"), [
