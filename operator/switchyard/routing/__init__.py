@@ -62,7 +62,9 @@ pod's template names it, so publishing a hot list restarts no worker.
 of URLs to read a file from: in `local` routing the switch's endpoint; in
 `hashed` routing the ring's caches in the order of the planner's rule
 (switchyard/planner/hashing.py): the file's home cache first, then the next
-ones as failover. `Router.route(url)` is the first of them.
+ones as failover. `Router.route(url)` is the first of them. The module's
+`route(url)` and `candidates(url)` use one Router per process
+(`process_router()`), built again only when a routing variable changes.
 
 What is hashed is the file's path as the server sees it: the URL's path with
 one leading slash, without `?query`: `root://origin//store/a.root` and
@@ -547,15 +549,41 @@ class Router:
         return self.candidates(url)[0]
 
 
+# What Router.from_env reads: the process's Router is built again when one of them changes.
+_ROUTING_VARIABLES = (ROUTING_ENV, ENDPOINT_ENV, RING_ENV, RING_FILE_ENV, ROUTING_URL_ENV, RULE_ENV, ORIGIN_MODE_ENV,
+                      HOT_FILE_ENV, READER_ENV, "HOSTNAME")
+_process_router: tuple[tuple[str | None, ...], Router] | None = None
+_process_router_lock = threading.Lock()
+
+
+def process_router() -> Router:
+    """This process's Router, built from os.environ on first use and kept (its ring file, or the exporters'
+    ring, is re-read on its own schedule), so route(url) in a loop does not fetch the published routing or
+    stat the ring file anew per call; built again when a routing variable has changed. One at a time: the
+    first build may wait on exporters, and concurrent first callers share it. A build that fails is not kept."""
+    global _process_router
+    seen = tuple(os.environ.get(name) for name in _ROUTING_VARIABLES)
+    with _process_router_lock:
+        if _process_router is None or _process_router[0] != seen:
+            _process_router = (seen, Router.from_env())
+        return _process_router[1]
+
+
+def _router(environ: Mapping[str, str] | None) -> Router:
+    return process_router() if environ is None else Router.from_env(environ)
+
+
 def route(url: str, environ: Mapping[str, str] | None = None) -> str:
-    """`url` rewritten for the worker whose environment is `environ` (default: this process's)."""
-    return Router.from_env(environ).route(url)
+    """`url` rewritten for the worker whose environment is `environ` (default: this process's, whose Router is
+    kept: process_router)."""
+    return _router(environ).route(url)
 
 
 def candidates(url: str, environ: Mapping[str, str] | None = None) -> list[str]:
-    return Router.from_env(environ).candidates(url)
+    """The URLs to read `url` from, best first (Router.candidates), for `environ` as route() takes it."""
+    return _router(environ).candidates(url)
 
 
 __all__ = ["HASH_RULE", "HOT_KEY", "RING_KEY", "ROUTING_PATH", "ROUTING_URL_ENV", "Cache", "HotFile", "PublishedRouting", "RingFile",
-           "Router", "RoutingError", "candidates", "file_path", "parse_hot", "parse_ring", "ring_entry", "route",
+           "Router", "RoutingError", "candidates", "file_path", "parse_hot", "parse_ring", "process_router", "ring_entry", "route",
            "routing_urls"]

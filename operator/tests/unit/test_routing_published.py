@@ -6,8 +6,11 @@ addresses; it must pick, for every file, the cache a worker inside picks from it
 
 from __future__ import annotations
 
+import concurrent.futures
+import http.server
 import logging
 import socket
+import threading
 import urllib.request
 
 import pytest
@@ -18,6 +21,7 @@ from switchyard.api.plans import FleetPlan
 from switchyard.builders.workerfleet import build_routing_config, routing_data
 from switchyard.builders.xcachepool import build_client_map
 from switchyard.observe import clientmap
+from switchyard import routing
 from switchyard.observe.exporter import routing_app, start_server
 from switchyard.planner import hashing
 from switchyard.routing import (
@@ -158,6 +162,73 @@ def test_the_exporter_serves_the_mounted_keys_and_its_metrics(exporters):
         assert metrics.status == 200
     exporter.publish(pool_map(HOT))
     assert fetch_text(exporter.url + "/routing/hot") == pool_map(HOT)["data"]["hot"]
+
+
+class CountingServer:
+    """A plain http.server serving `ring` at /routing/ring (404 elsewhere), counting the requests it gets."""
+
+    def __init__(self, ring: str) -> None:
+        counted = self.paths = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                counted.append(self.path)
+                body = ring.encode() if self.path == "/routing/ring" else b"not here\n"
+                self.send_response(200 if self.path == "/routing/ring" else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                """quiet"""
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def counting():
+    servers = []
+
+    def start(ring: str) -> CountingServer:
+        servers.append(CountingServer(ring))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_the_module_route_keeps_one_router_per_environment(counting, monkeypatch):
+    """route(url) in a task's loop (docs/analyst-guide.md) fetches the published routing once (ring and hot
+    list), not per call; a changed routing variable builds it again; concurrent first calls build it once."""
+    monkeypatch.setattr(routing, "_process_router", None)
+    first = counting(pool_map()["data"]["ring"])
+    for name, value in env(first.url).items():
+        monkeypatch.setenv(name, value)
+    url = "root://origin.example.org//" + FILES[0].lstrip("/")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        routed = set(pool.map(lambda _: routing.route(url), range(32)))
+    assert len(routed) == 1 and routed.pop().startswith(f"root://{ADDRESS[hashing.home(FILES[0], RING)]}:")
+    for path in FILES:
+        routing.candidates("root://origin.example.org//" + path.lstrip("/"))
+    assert first.paths == ["/routing/ring", "/routing/hot"]
+    assert routing.process_router() is routing.process_router()
+    # another exporter named: built again from it; the first is asked no more
+    smaller = {n: w for n, w in RING.items() if n != "sw1-c-1"}
+    second = counting(routing_data("af-xc", smaller, 1094, ADDRESS)["ring"])
+    monkeypatch.setenv(ROUTING_URL_ENV, second.url)
+    assert {routing.route("root://o//" + p.lstrip("/")).split("//")[1].split(":")[0] for p in FILES} == \
+        {ADDRESS[hashing.home(p, smaller)] for p in FILES}
+    assert first.paths == ["/routing/ring", "/routing/hot"] and second.paths == ["/routing/ring", "/routing/hot"]
+    # an environment passed in is read as given, each call
+    routing.route(url, env(first.url))
+    assert len(first.paths) == 4
 
 
 def raw_response(url: str, method: str, path: str) -> bytes:
