@@ -126,15 +126,20 @@ _ALL = (
 
     # A CachePrestage.
     Reason(POOL_NOT_FOUND := "PoolNotFound", "C", "poolRef names an XCachePool that does not exist in the "
-           "namespace."),
-    Reason(AWAITING_RING := "AwaitingRing", "C", "No WorkerFleet reads through the pool yet, so no ring names the "
-           "caches its readers will read each file from: the prestage waits for one."),
+           "namespace: the prestage's Job, if any, is removed (it would read for a pool that is gone)."),
+    Reason(POOL_INVALID := "PoolInvalid", "C", "The XCachePool poolRef names has a spec that does not validate "
+           "(the pool's own InvalidSpec says why): the prestage's Job is removed until it is fixed."),
+    Reason(FACILITY_INVALID := "FacilityInvalid", "C", "The pool's AnalysisFacility has a spec that does not "
+           "validate, so it gives no WAN capacity to pace by: the prestage's Job is removed until it is fixed."),
+    Reason(AWAITING_RING := "AwaitingRing", "C", "No WorkerFleet has workers reading through the pool by its ring "
+           "(hashed routing), so no ring names the caches each file's readers will read it from: the prestage "
+           "waits for one (a Job already running goes on, its progress still reported)."),
     Reason(PRESTAGING := "Prestaging", "C", "The prestage Job reads the files through their caches (the message "
            "counts files and bytes done)."),
     Reason(FILES_FAILED := "FilesFailed", "C", "The prestage ended with files no cache of the ring could read "
-           "(status.failedUrls names a few): Degraded."),
+           "(status.failedUrls names a few; its Job is Complete, not retried for them): Degraded."),
     Reason(PRESTAGE_FAILED := "PrestageFailed", "C", "The prestage Job failed (its pod could not run, or every "
-           "retry ended in failed files): Degraded."),
+           "retry read no file at all): Degraded."),
 
     # Deleting an S3Staging with reclaimPolicy Delete.
     Reason(DELETING := "Deleting", "S", "The buckets could not be deleted yet; retrying."),

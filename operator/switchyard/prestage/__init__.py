@@ -29,6 +29,7 @@ JOURNAL_DIR = "/var/run/switchyard-prestage"
 JOURNAL_FILE = "done"
 TERMINATION_LOG = "/dev/termination-log"
 FAILED_SHOWN = 5  # failed URLs named in the termination report (the kubelet keeps at most 4096 bytes of it)
+FAILED_ENTRY_CHARS = 600  # each as JSON at most: five of them and the counts stay within the 4096 bytes
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,18 @@ class Progress:
         return json.dumps({"files": {"done": self.files_done, "failed": self.files_failed,
                                      "remaining": self.files_remaining},
                            "bytes": {"done": self.bytes_done, "remaining": self.bytes_remaining},
-                           "failedUrls": list(self.failed[:FAILED_SHOWN])}, sort_keys=True)
+                           "failedUrls": [_capped(entry) for entry in self.failed[:FAILED_SHOWN]]}, sort_keys=True)
+
+
+def _capped(entry: str) -> str:
+    """`entry` cut to FAILED_ENTRY_CHARS as it is written in the report (JSON escapes count: a quote is two
+    characters, a non-ASCII one six), marked with '...' when cut: a URL may be 2048 characters."""
+    if len(json.dumps(entry)) <= FAILED_ENTRY_CHARS:
+        return entry
+    cut = entry[:FAILED_ENTRY_CHARS]
+    while len(json.dumps(cut + "...")) > FAILED_ENTRY_CHARS:
+        cut = cut[:-max(1, (len(json.dumps(cut + "...")) - FAILED_ENTRY_CHARS) // 6)]
+    return cut + "..."
 
 
 def _count(value: object) -> int:

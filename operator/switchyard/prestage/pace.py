@@ -1,4 +1,5 @@
-"""The WAN share as a pace: how long a reader waits before it takes more bytes. Pure (the clock is given)."""
+"""The WAN share as a pace: how long a reader waits before it takes more bytes. Shared by the reader threads
+(a lock) and it sleeps; the clock and the sleep are given, so a test runs it on a fake clock."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -181,21 +182,25 @@ class Runner:
     def read_through(self, cache_url: str) -> tuple[int, str]:
         """Read one file from one cache at the pace: (bytes read, '' or why it failed)."""
         env = {**os.environ, "XRD_CPCHUNKSIZE": str(XRDCP_CHUNK_BYTES), "XRD_CPPARALLELCHUNKS": "1"}
-        try:
-            process = subprocess.Popen([self.xrdcp, "--nopbar", "--force", cache_url, "-"], stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, env=env)
-        except OSError as error:
-            return 0, f"cannot run {self.xrdcp}: {error}"
-        got = 0
-        assert process.stdout is not None and process.stderr is not None
-        with process:
-            descriptor = process.stdout.fileno()
-            while chunk := os.read(descriptor, CHUNK_BYTES):
-                got += len(chunk)
-                self.tally.add_read(len(chunk))
-                self.pace.took(len(chunk))
-            error = process.stderr.read().decode(errors="replace")
-            code = process.wait()
+        # stderr to a file, not a pipe: xrdcp writing more than a pipe holds while this reads its stdout
+        # would block them both.
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen([self.xrdcp, "--nopbar", "--force", cache_url, "-"],
+                                           stdout=subprocess.PIPE, stderr=errors, env=env)
+            except OSError as error:
+                return 0, f"cannot run {self.xrdcp}: {error}"
+            got = 0
+            assert process.stdout is not None
+            with process:
+                descriptor = process.stdout.fileno()
+                while chunk := os.read(descriptor, CHUNK_BYTES):
+                    got += len(chunk)
+                    self.tally.add_read(len(chunk))
+                    self.pace.took(len(chunk))
+                code = process.wait()
+            errors.seek(0)
+            error = errors.read().decode(errors="replace")
         if code != 0:
             last = [line for line in error.splitlines() if line.strip()][-1:] or [f"exit {code}"]
             return got, f"xrdcp exit {code}: {last[0].strip()}"
@@ -294,7 +299,14 @@ def main(argv: Sequence[str]) -> int:
         pass
     if args.linger_seconds > 0:
         time.sleep(args.linger_seconds)
-    return 1 if progress.files_failed else 0
+    return exit_code(progress)
+
+
+def exit_code(progress: Progress) -> int:
+    """0 when the list was read, failed files and all (they are reported: the prestage is Complete with
+    FilesFailed, not retried for a file missing at the origin); 1, so that the Job retries, when files failed
+    and none was read: no cache answered, which a later run may find otherwise."""
+    return 1 if progress.files_failed and not progress.files_done else 0
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from test_pod_security import violations
 
 from switchyard import conditions as cond
 from switchyard.api import reasons
+from switchyard.api.analysisfacility import Network
 from switchyard.api.prestage import MAX_INLINE_URLS, CachePrestageSpec
 from switchyard.api.xcachepool import DEFAULT_XCACHE_IMAGE
 from switchyard.builders.prestage import PRESTAGE_LABEL, build_prestage, urls_config_name
@@ -87,6 +88,12 @@ def test_the_job_reads_the_list_through_the_fleets_ring_at_the_pace():
     assert job["metadata"]["labels"][PRESTAGE_LABEL] == "warm" == pod["metadata"]["labels"][PRESTAGE_LABEL]
 
 
+def test_the_jobs_memory_limit_grows_with_the_files_read_at_once():
+    limit = lambda parallel: _children(parallel=parallel)[1]["spec"]["template"]["spec"]["containers"][0][  # noqa: E731
+        "resources"]["limits"]["memory"]
+    assert limit(4) == "320Mi" and limit(64) == "1280Mi"
+
+
 def test_the_jobs_pod_is_least_privilege():
     _, job = _children()
     assert violations(job["spec"]["template"]) == []
@@ -113,8 +120,6 @@ def decide(before=None, spec_raw=None, **world):
 
 def test_what_a_prestage_waits_for():
     assert decide(spec_raw={"poolRef": {"name": "pool"}}).states["Ready"].reason == reasons.INVALID_SPEC
-    assert decide(pool=None).states["Ready"].reason == reasons.POOL_NOT_FOUND
-    assert decide(facility=None).states["Ready"].reason == reasons.FACILITY_NOT_FOUND
     waiting = decide(ring_fleets=[])
     assert waiting.states["Ready"].reason == reasons.AWAITING_RING and waiting.states["Progressing"].status
     assert waiting.children is None  # a Job already running is left as it is
@@ -123,6 +128,62 @@ def test_what_a_prestage_waits_for():
     assert decide(pool=pool(image=DEFAULT_XCACHE_IMAGE), spec_raw=spec(image="site.example.org/xc:1")).converges
     refused = decide(settings=Settings(images=ImagePolicy.parse("trusted.example.org/")))
     assert refused.states["Ready"].reason == reasons.IMAGE_NOT_ALLOWED and refused.children is None
+
+
+@pytest.mark.parametrize("image", [DEFAULT_XCACHE_IMAGE, "hub.opensciencegrid.org/opensciencegrid/xcache:24-release",
+                                   "hub.opensciencegrid.org/opensciencegrid/xcache@sha256:" + "0" * 64,
+                                   "opensciencegrid/xcache:23-release", "docker.io/opensciencegrid/xcache"])
+def test_osgs_image_is_refused_at_any_tag_or_digest(image):
+    refused = decide(pool=pool(image=image))
+    assert refused.states["Ready"].reason == reasons.INVALID_SPEC and refused.children is None
+
+
+def test_a_pool_on_an_image_named_like_osgs_is_not_refused():
+    assert decide(pool=pool(image="registry.example.org/opensciencegrid/xcache-switchyard:1")).converges
+
+
+def test_a_scitokens_pool_is_refused_at_once():
+    tls = {"mode": "scitokens", "issuers": ["https://tokens.example.org"],
+           "tlsSecret": "pool-tls"}
+    refused = decide(pool=pool(auth=tls))
+    assert refused.states["Ready"].reason == reasons.INVALID_SPEC and "SciToken" in refused.states["Ready"].message
+    assert refused.children is None and not refused.states["Progressing"].status
+
+
+@pytest.mark.parametrize("world, reason", [
+    ({"pool": None}, reasons.POOL_NOT_FOUND),
+    ({"pool": pool(xrootdUser={"uid": -1})}, reasons.POOL_INVALID),
+    ({"facility": None}, reasons.FACILITY_NOT_FOUND),
+    ({"facility": {"spec": {"network": {"wanGbps": -1, "switches": []}}}}, reasons.FACILITY_INVALID),
+])
+def test_a_prestage_without_its_pool_or_facility_has_no_job(world, reason):
+    # A Job running at the WAN share for a pool that is gone is waste: no children, so it is pruned.
+    before = {"job": "warm-fetch-1", "ringFrom": "fleet", "files": {"total": 2, "done": 1, "failed": 0, "remaining": 1}}
+    outcome = decide(before=before, job=JobState("warm-fetch-1"), progress=Progress(1, 0, 1, 5, 5), **world)
+    assert outcome.states["Ready"].reason == reason
+    assert outcome.converges and outcome.children == []
+    assert "job" not in outcome.status and "ringFrom" not in outcome.status  # the status names no Job it prunes
+    assert outcome.status["files"] == before["files"]
+
+
+def test_a_job_running_while_the_ring_is_gone_is_still_reported():
+    before = {"job": "warm-fetch-1", "ringFrom": "fleet"}
+    waiting = decide(before=before, ring_fleets=[], job=JobState("warm-fetch-1"), progress=Progress(1, 0, 2, 10, 20))
+    assert waiting.children is None and waiting.states["Ready"].reason == reasons.AWAITING_RING
+    assert waiting.status["job"] == "warm-fetch-1" and waiting.status["ringFrom"] == "fleet"
+    assert waiting.status["files"]["done"] == 1 and "1/3 files" in waiting.states["Ready"].message
+    assert waiting.progress == Progress(1, 0, 2, 10, 20)  # its metrics too
+    ended = decide(before=before, ring_fleets=[], job=JobState("warm-fetch-1", succeeded=True),
+                   progress=Progress(3, 0, 0, 30, 0))
+    assert ended.states["Ready"].status is True and ended.status["job"] == "warm-fetch-1"
+    refused = decide(before=before, job=JobState("warm-fetch-1"), progress=Progress(1, 0, 2, 10, 20),
+                     settings=Settings(images=ImagePolicy.parse("trusted.example.org/")))
+    assert refused.status["job"] == "warm-fetch-1" and refused.status["files"]["done"] == 1
+
+
+def test_the_wan_capacity_is_the_facilitys_model_default_when_unset():
+    facility = {"spec": {"network": {"switches": [{"name": "s1", "uplinkGbps": 100}]}}}
+    assert decide(facility=facility).gbps == 0.5 * Network.model_fields["wan_gbps"].default
 
 
 def test_the_pace_is_the_share_of_the_facilitys_wan():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from switchyard.prestage import Progress, parse_report, progress_from_samples
 from switchyard.prestage.pace import Pace
-from switchyard.prestage.runner import Journal, Runner, Tally, read_urls
+from switchyard.prestage.runner import Journal, Runner, Tally, exit_code, read_urls
 from switchyard.routing import Router
 
 
@@ -132,3 +133,38 @@ def test_the_bytes_remaining_count_every_file_before_it_is_read(tmp_path):
     runner.run(urls, parallel=1)
     # 6 bytes a file, each read twice (its home is down, then the next cache): the whole list from the first read
     assert remaining == [24, 24, 18, 18, 12, 12, 6, 6]
+
+
+def test_the_report_fits_the_kubelets_4096_bytes_however_long_the_failures():
+    # five URLs of the longest the model admits, with why, each character one JSON escapes to many
+    for char in ("a", '"', "é", "\U0001F600"):
+        failed = tuple(f"root://o//{char * 2040}: xrdcp exit 54: [ERROR] {char * 2000}" for _ in range(5))
+        progress = Progress(10 ** 12, 10 ** 12, 10 ** 12, 10 ** 18, 10 ** 18, failed)
+        report = progress.report()
+        assert len(report.encode()) <= 4096
+        back = parse_report(report)
+        assert back.files_failed == 10 ** 12 and len(back.failed) == 5 and back.failed[0].endswith("...")
+    short = Progress(0, 1, 0, 0, 0, ("root://o//x: xrdcp exit 54",))
+    assert parse_report(short.report()) == short  # an entry that fits is kept whole
+
+
+def test_a_run_with_failed_files_ends_well_unless_no_file_was_read():
+    assert exit_code(Progress(9, 1, 0, 90, 0)) == 0      # Complete, FilesFailed: not retried for a missing file
+    assert exit_code(Progress(10, 0, 0, 100, 0)) == 0
+    assert exit_code(Progress(0, 10, 0, 0, 0)) == 1      # no cache answered: the Job runs it again
+
+
+def test_xrdcp_writing_much_to_stderr_does_not_block_the_read(tmp_path):
+    # more than a pipe holds (64 KiB) on stderr before any byte on stdout: a stderr pipe read only after
+    # stdout closed blocks xrdcp and the runner both (the alarm ends the fake should it hang)
+    runner = _runner(tmp_path, ["root://origin//store/a.root"], Journal.open(None))
+    runner.xrdcp = _fake(tmp_path, "xrdcp-loud", "import signal; signal.alarm(20)\n"
+                         "sys.stderr.write('[WARNING] retrying\\n' * 20000); sys.stderr.flush()\n"
+                         "sys.stdout.write('abcdef'); sys.stdout.flush(); sys.exit(3)")
+    result = []
+    reader = threading.Thread(target=lambda: result.append(runner.read_through("root://10.0.0.2:1094//store/a.root")),
+                              daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "read_through blocked on xrdcp's stderr"
+    assert result == [(6, "xrdcp exit 3: [WARNING] retrying")]
