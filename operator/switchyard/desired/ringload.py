@@ -11,8 +11,15 @@ its exporter's `switchyard_xcache_served_bytes_total` (summed over
 client_switch) over the reads' times, which the caller passes in. The
 counters, not the per-file rate gauges: they count every byte (an exporter
 lists only its 20 hottest files), and do not lag (the gauges decay with a 60 s
-time constant), so a step's effect is seen when it lands. A counter that went
-back or whose xrootd restarted gives no figure for that read. Over the ring R
+time constant), so a step's effect is seen when it lands. Every reader's
+bytes count, a local reader's too (desired/xcachepool.py runs the rule only
+while someone reads through the ring), though weights cannot move them: the
+caps are judged on all of a host's load (a host busy with its switch's local
+readers has no room for moved reads, and is relieved by shedding ring reads);
+client_switch cannot tell the two apart on a switch with both kinds of
+reader; and the proof below holds, as local reads are a demand no weight
+moves. A counter that went back or whose xrootd restarted gives no figure
+for that read. Over the ring R
 (the planned hosts without status.ringOut): total = sum of served(h);
 planned(h) = the host's plan weight / the ring's plan weight x total (its
 share of what the pool serves now, by the plan's weights, never the lowered

@@ -23,7 +23,7 @@ from ..routing import check
 from ..policy.settings import Settings
 from ..topology import NodeInfo
 from . import Outcome, policy_peers, validate
-from .xcachepool import hosts_out
+from .xcachepool import hosts_out, published_ring
 
 KIND = "WorkerFleet"
 
@@ -161,9 +161,7 @@ def desired_fleet(name: str, namespace: str, intent: FleetIntent, counts: Mappin
                            staging_env=intent.staging_env, policies=policy_peers(settings))
     addresses = {node.name: node.address for node in nodes}
     out = hosts_out(plan.cache_ring, cache_pods)
-    factors = ring_weights or {}
-    published = plan.model_copy(update={"cache_ring": {h: w * factors.get(h, 1.0) for h, w in plan.cache_ring.items()
-                                                       if h not in out}})
+    published = plan.model_copy(update={"cache_ring": published_ring(plan.cache_ring, out, ring_weights or {})})
     if (config := build_routing_config(name, published, addresses, hot_files)) is not None:
         children.insert(0, config)  # applied before the Deployments whose pods mount it
     planned = plan.workers

@@ -63,9 +63,16 @@ def outside_routing(name: str, spec: XCachePoolSpec, plan: PoolPlan, status: Map
     factors, the same hot files (`status`: the one being written); None when none read through it."""
     if plan.cache_ring is None:
         return None
-    gone, lowered = set(status["ringOut"]), status["ringWeights"]
-    ring = {h: w * lowered.get(h, 1.0) for h, w in plan.cache_ring.items() if h not in gone}
+    ring = published_ring(plan.cache_ring, status["ringOut"], status["ringWeights"])
     return routing_data(name, ring, spec.port, {n.name: n.address for n in nodes}, status["hotFiles"])
+
+
+def published_ring(ring: Mapping[str, float], out: Iterable[str], factors: Mapping[str, float]) -> dict[str, float]:
+    """The ring readers are given (the fleets' routing ConfigMaps, the exporters' text for readers outside
+    Kubernetes, and what the hot files are decided over): the plan's `ring` (host -> weight) without the
+    hosts `out` (status.ringOut), each weight times its host's factor (status.ringWeights; 1 if not listed)."""
+    gone = set(out)
+    return {h: w * factors.get(h, 1.0) for h, w in ring.items() if h not in gone}
 
 
 def hosts_out(hosts: Iterable[str], pods: Iterable[Mapping]) -> tuple[str, ...]:
@@ -111,10 +118,12 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     latest exporter reads, if any; `unmounted`: the paths the cache pods'
     prepare steps refused as no mounted disk (cachedisk.unmounted_disks); `pods`: its cache pods' nodes and
     readiness, which decide the hosts out of the hash ring (hosts_out, status.ringOut); `ring`: the pool's
-    ring as its fleets' plans publish it (host -> weight; None: the planned hosts weigh the same), over which
+    ring as the plans of its fleets with ring readers carry it (host -> weight; None: no fleet's worker reads
+    through it, and the ring is the plan's for readers outside Kubernetes, or none), over which
     the hot files are decided from the exporters' texts (status.hotFiles, hot_list); `ring_load`: what the
     ring-weight rule kept from the last read (None: seeded from status.ringWeights), which a new read moves
-    (status.ringWeights, ring_weights; the outcome carries the state to keep).
+    (status.ringWeights, next_ring_load; the outcome carries the state to keep). With no ring (nobody reads
+    through it) there is no factor and no hot file: nobody would follow them.
     A plain Outcome (held): nothing is rendered, applied or pruned.
     """
     spec, error = validate(XCachePoolSpec, spec_raw)
@@ -150,13 +159,14 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     reports: tuple[HostDisk, ...] = ()
     if ready and disk is not None:
         out["disk"], reports = disk.status, disk.reports
-    weights = ring if ring is not None else plan.cache_ring if plan.cache_ring is not None else \
-        dict.fromkeys(sorted(h for hs in hosts.values() for h in hs), 1.0)
-    load = ring_weights(name, spec, status, ring_load, {h: w for h, w in weights.items() if h not in out["ringOut"]},
-                        nodes, disk if ready else None)
+    # Nobody reads through the ring (no fleet's worker, no reader outside Kubernetes): no weight or hot list
+    # is followed by anyone, so none is decided (a local reader reads its own switch's caches).
+    weights = ring if ring is not None else plan.cache_ring or {}
+    load = next_ring_load(name, spec, status, ring_load, published_ring(weights, out["ringOut"], {}),
+                          nodes, disk if ready else None)
     out["ringWeights"] = {h: f for h, f in factors(load).items() if h in weights and h not in out["ringOut"]}
-    effective = {h: w * out["ringWeights"].get(h, 1.0) for h, w in weights.items()}
-    out["hotFiles"] = hot_list(name, spec, (status or {}).get("hotFiles"), effective, out["ringOut"], nodes,
+    out["hotFiles"] = hot_list(name, spec, (status or {}).get("hotFiles"),
+                               published_ring(weights, out["ringOut"], out["ringWeights"]), nodes,
                                disk.texts if ready and disk is not None else ())
     children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image,
                           clients=client_networks(nodes, plan.switch_label, plan.outside_networks),
@@ -201,10 +211,13 @@ def host_budgets(spec: XCachePoolSpec, ring: Mapping[str, float], nodes: Sequenc
     return out
 
 
-def ring_weights(name: str, spec: XCachePoolSpec, status: Mapping | None, kept: RingLoad | None,
-                 ring: Mapping[str, float], nodes: Sequence[NodeInfo], disk: DiskRead | None) -> RingLoad:
+def next_ring_load(name: str, spec: XCachePoolSpec, status: Mapping | None, kept: RingLoad | None,
+                   ring: Mapping[str, float], nodes: Sequence[NodeInfo], disk: DiskRead | None) -> RingLoad:
     """The ring-weight rule's state after the exporters' read `disk` (desired/ringload.py) over the `ring`
-    (the plan's weights without the hosts out); unchanged when no new read came (none yet, the same one)."""
+    (the plan's weights without the hosts out); unchanged when no new read came (none yet, the same one).
+    An empty `ring` (nobody reads through it) keeps no factor: every host weighs as planned."""
+    if not ring:
+        return RingLoad()
     load = kept if kept is not None else seeded(_lowered((status or {}).get("ringWeights")))
     if disk is None or disk.read_at is None or disk.read_at == load.at:
         return load
@@ -234,16 +247,17 @@ def ring_weight_events(before: Mapping | None, after: Mapping[str, float]) -> tu
 
 
 def hot_list(name: str, spec: XCachePoolSpec, before: Sequence[Mapping] | None, ring: Mapping[str, float],
-             out: Sequence[str], nodes: Sequence[NodeInfo], texts: Sequence[str]) -> list[dict]:
-    """status.hotFiles: decided from the exporters' `texts` over the ring without the hosts `out`; with no
-    text (no exporter answered, or not read: simulated nodes) the list stays as it was."""
+             nodes: Sequence[NodeInfo], texts: Sequence[str]) -> list[dict]:
+    """status.hotFiles: decided from the exporters' `texts` over the published `ring` (published_ring); with no
+    text (no exporter answered, or not read: simulated nodes) the list stays as it was. No ring (nobody reads
+    through it), no hot file: a hot file's other homes are picked by ring readers alone."""
     previous = _hot_files(before)
+    if not ring:
+        return []
     if not texts:
         return [f.to_wire() for f in previous]
     rates = file_rates(texts, name)
-    gone = set(out)
-    weights = {h: w for h, w in ring.items() if h not in gone}
-    decided = hot_files(rates, host_budgets(spec, weights, nodes, rates), weights, previous)
+    decided = hot_files(rates, host_budgets(spec, ring, nodes, rates), ring, previous)
     return [f.to_wire() for f in decided]
 
 

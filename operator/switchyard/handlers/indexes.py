@@ -104,11 +104,13 @@ def fleets_reading(fleet_index, namespace: str, pool: str, ring_only: bool = Fal
 
 
 def ring_read_through(fleet_index, namespace: str, pool: str) -> dict[str, float] | None:
-    """The pool's ring (host -> weight) as the plans of the fleets reading through it carry it (one facility
-    plans them all: the first by name); None when no fleet reads through it."""
+    """The pool's ring (host -> weight) as the plans of the fleets whose workers read through it carry it (one
+    facility plans them all: the first by name); None when no fleet has a worker reading the ring (plan.hashed):
+    every fleet's plan carries the ring, one whose workers all read their switch's caches too."""
     plans = sorted(((f["metadata"]["name"], f["status"].get("plan") or {}) for store in fleet_index.values()
                     for f in store if f["metadata"]["namespace"] == namespace), key=lambda named: named[0])
-    return next((dict(plan.get("cacheRing") or {}) for _, plan in plans if plan.get("pool") == pool), None)
+    return next((dict(plan.get("cacheRing") or {}) for _, plan in plans
+                 if plan.get("pool") == pool and any((plan.get("hashed") or {}).values())), None)
 
 
 def nodes_of(index) -> list[NodeInfo]:

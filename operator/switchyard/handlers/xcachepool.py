@@ -13,7 +13,7 @@ from ..builders.xcachepool import CHILD_KINDS
 from ..observe.cachedisk import UnmountedDisk, disk_status, parse_host_disk, unmounted_disks
 from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, ring_events, tls_secret_name
-from ..observe.metrics import HOT_FILES, MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS, RING_WEIGHT_FACTOR
+from ..observe.metrics import HOT_FILES, MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS, export_ring_factors, forget_pool
 from ..policy.settings import current
 from . import memory
 from .client import kube
@@ -104,13 +104,12 @@ def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, flee
     if ring_events(body.get("status"), outcome.status["ringOut"]):
         RING_CHANGES.labels(namespace, name).inc()
     HOT_FILES.labels(namespace, name).set(len(outcome.status["hotFiles"]))
-    for host in sorted(planned):
-        RING_WEIGHT_FACTOR.labels(namespace, name, host).set(outcome.status["ringWeights"].get(host, 1.0))
+    export_ring_factors(namespace, name, {h: outcome.status["ringWeights"].get(h, 1.0) for h in sorted(planned)})
     post(body, outcome.events, logger)
     write_status(KIND, body, outcome.status, outcome.states, logger)
 
 
-register(PLURAL, KIND, reconcile)
+register(PLURAL, KIND, reconcile, on_forget=forget_pool)
 
 
 @kopf.on.event("pods", labels={POOL_LABEL: kopf.PRESENT})

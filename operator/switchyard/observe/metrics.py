@@ -38,6 +38,32 @@ RING_WEIGHT_FACTOR = Gauge("switchyard_ring_weight_factor", "Factor on a ring ho
                            "measured load (status.ringWeights; 1: as planned, down to 0.5); a change is a "
                            "RingWeightsChanged event.", ["namespace", "pool", "host"])
 
+
+def export_ring_factors(namespace: str, pool: str, factors: Mapping[str, float]) -> None:
+    """Set switchyard_ring_weight_factor for each of the pool's hosts (`factors`: host -> factor); the series
+    of a host no longer given (no longer planned) are removed."""
+    for host in _hosts_exported(namespace, pool) - factors.keys():
+        RING_WEIGHT_FACTOR.remove(namespace, pool, host)
+    for host, value in factors.items():
+        RING_WEIGHT_FACTOR.labels(namespace, pool, host).set(value)
+
+
+def forget_pool(namespace: str, pool: str) -> None:
+    """Remove every series of a pool's ring and hot files (when it is deleted)."""
+    export_ring_factors(namespace, pool, {})
+    for metric in (RING_HOSTS, RING_CHANGES, HOT_FILES):
+        try:
+            metric.remove(namespace, pool)
+        except KeyError:
+            pass  # never set (no reconcile converged in this process)
+
+
+def _hosts_exported(namespace: str, pool: str) -> set[str]:
+    """The hosts of the pool's switchyard_ring_weight_factor series, as the gauge holds them: no copy to keep
+    in step (the pool's memory is gone when its deletion is handled, and a new leader's gauge is empty)."""
+    return {sample.labels["host"] for family in RING_WEIGHT_FACTOR.collect() for sample in family.samples
+            if sample.labels["namespace"] == namespace and sample.labels["pool"] == pool}
+
 # --------------------------------------------------------------- prestages (handlers/prestage.py)
 PRESTAGE_FILES = Gauge("switchyard_prestage_files", "Files of a CachePrestage by state (done, failed, remaining), as "
                        "its Job's runner counts them.", ["namespace", "prestage", "state"])

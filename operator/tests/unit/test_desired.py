@@ -566,7 +566,13 @@ def hot_pool(texts, status: dict | None = None, **kw) -> Outcome:
     counts = {sw: len(h) for sw, h in pool_child()["status"]["plan"]["hosts"].items()}
     all_ready = {sw: {"desired": n, "current": n, "ready": n} for sw, n in counts.items()}
     disk = None if texts is None else DiskRead({}, (), tuple(texts))
+    kw.setdefault("ring", read_through())
     return pool(status=status, workloads=all_ready, disk=disk, **kw)
+
+
+def read_through() -> dict[str, float]:
+    """The pool's ring as a fleet with ring readers publishes it (the facility here reads locally: none)."""
+    return dict.fromkeys(sorted(h for hs in pool_child()["status"]["plan"]["hosts"].values() for h in hs), 1.0)
 
 
 def test_a_pool_host_budget_is_its_planned_cap_and_its_weight_share_of_the_rings_caps():

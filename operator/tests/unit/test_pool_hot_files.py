@@ -11,8 +11,8 @@ from switchyard.handlers.memory import PoolMemory
 from switchyard.policy.settings import Settings
 
 
-def fleet(name: str, pool: str | None, ring: dict | None = None, namespace: str = "ns") -> dict:
-    plan = {"pool": pool, "cacheRing": ring or {}} if pool else {}
+def fleet(name: str, pool: str | None, ring: dict | None = None, namespace: str = "ns", hashed: int = 4) -> dict:
+    plan = {"pool": pool, "cacheRing": ring or {}, "hashed": {"rack-a": hashed}} if pool else {}
     return {"metadata": {"name": name, "namespace": namespace}, "status": {"plan": plan} if plan else {}}
 
 
@@ -36,6 +36,10 @@ def test_the_pools_ring_is_the_one_its_fleets_plans_carry():
     assert ring_read_through(index, "ns", "pool") == ring
     assert ring_read_through(index, "ns", "nobody") is None
     assert ring_read_through({"uid": [fleet("w", None)]}, "ns", "pool") is None
+    # a fleet whose workers all read their switch's caches: its plan's ring is nobody's (a-local first by name)
+    assert ring_read_through({"uid": [fleet("a-local", "pool", {"x": 1.0}, hashed=0)]}, "ns", "pool") is None
+    index["uid-3"] = [fleet("a-local", "pool", {"x": 1.0}, hashed=0)]
+    assert ring_read_through(index, "ns", "pool") == ring
 
 
 @pytest.fixture

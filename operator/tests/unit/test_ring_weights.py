@@ -4,25 +4,29 @@ its fleets publish the plan's weights times the factors, the ConfigMap unchanged
 
 from __future__ import annotations
 
+import kopf
 import pytest
 
 from switchyard.desired.workerfleet import desired_fleet
-from switchyard.desired.xcachepool import DiskRead, ring_weight_events
+from switchyard.api import XCachePoolSpec
+from switchyard.api.plans import PoolPlan
+from switchyard.desired.xcachepool import DiskRead, outside_routing, published_ring, ring_weight_events
 from switchyard.handlers import memory
 from switchyard.handlers import xcachepool as handler
 from switchyard.handlers.indexes import ring_weights_index, ring_weights_of
 from switchyard.handlers.memory import PoolMemory
-from switchyard.observe.metrics import RING_WEIGHT_FACTOR
+from switchyard.observe.metrics import HOT_FILES, RING_WEIGHT_FACTOR
 from switchyard.planner import hashing
 from switchyard.policy.settings import Settings
 from switchyard.routing import parse_ring
 
-from test_desired import NODES, SETTINGS, hot_text, intent, pool, pool_child, ring_hosts
+from test_desired import NODES, SETTINGS, hot_text, intent, pool, pool_child, read_through, ring_hosts
 from test_pool_hot_files import woken  # noqa: F401 (a fixture)
 
 POOL = "af-xcache"
 HOSTS = sorted(h for hs in pool_child()["status"]["plan"]["hosts"].values() for h in hs)  # 6 hosts, cap 40
 GIGA_BYTES = 1e9 / 8
+RING = read_through()  # as a fleet with ring readers publishes it (the facility's own fleets read locally)
 
 
 def served_text(host: str, total_bytes: float) -> str:
@@ -52,7 +56,7 @@ def skewed(reads: int, gbps: dict[str, float], every: float = 30.0):
 def test_a_host_persistently_over_its_share_is_lowered_and_the_pool_says_so():
     status, kept, outcomes = pool_child()["status"], None, []
     for read in skewed(5, {HOSTS[0]: 36.0}):  # 36 of planned 18.5 (111 / 6); the others 15 of 40
-        out = pool(status=status, workloads=all_ready(), disk=read, ring_load=kept)
+        out = pool(status=status, workloads=all_ready(), disk=read, ring_load=kept, ring=RING)
         status, kept = {**status, "ringWeights": out.status["ringWeights"]}, out.ring_load
         outcomes.append(out)
     # the first read takes the counters; three reads over lower it one step; the fifth is in the settle window
@@ -64,13 +68,40 @@ def test_a_host_persistently_over_its_share_is_lowered_and_the_pool_says_so():
 
 def test_the_factors_carry_over_from_the_status_without_a_read_and_leave_with_their_host():
     lowered = {**pool_child()["status"], "ringWeights": {HOSTS[0]: 0.7, "edited-by-hand": 3}}
-    kept = pool(status=lowered)  # a new process, no exporter read (simulated nodes): seeded from the status
+    kept = pool(status=lowered, ring=RING)  # a new process, no exporter read (simulated nodes): seeded from the status
     assert kept.status["ringWeights"] == {HOSTS[0]: 0.7}
     assert not [e for e in kept.events if e[1] == "RingWeightsChanged"]
-    out = pool(status=lowered, pods=[{"node": h, "ready": h != HOSTS[0]} for h in HOSTS])
+    out = pool(status=lowered, pods=[{"node": h, "ready": h != HOSTS[0]} for h in HOSTS], ring=RING)
     assert out.status["ringOut"] == [HOSTS[0]] and out.status["ringWeights"] == {}
     assert [e[2] for e in out.events if e[1] == "RingWeightsChanged"] == [
         f"ring weight factors (0 host(s) lowered): {HOSTS[0]} 0.7->1"]
+
+
+def test_a_pool_nobody_reads_through_the_ring_keeps_every_weight_and_lists_no_hot_file():
+    """The facility's fleets read their switch's caches (routing local, hashed {}), yet their plans carry the
+    ring: no weight or hot list is followed by a local reader, so none is decided; readers outside
+    Kubernetes reading through the pool (the pool's plan has a ring) do follow them."""
+    hot = hot_text(HOSTS[0], {"/store/hot.root": 12.0})
+    listed = {**pool_child()["status"], "ringWeights": {HOSTS[0]: 0.7},
+              "hotFiles": [{"path": "/store/hot.root", "replicas": 2}]}
+    status, kept, outcomes = listed, None, []
+    for read in skewed(5, {HOSTS[0]: 36.0}):
+        out = pool(status=status, workloads=all_ready(), disk=DiskRead({}, (), read.texts + (hot,), read.read_at),
+                   ring_load=kept)
+        status, kept = {**status, **{k: out.status[k] for k in ("ringWeights", "hotFiles")}}, out.ring_load
+        outcomes.append(out)
+    assert [o.status["ringWeights"] for o in outcomes] == [{}] * 5
+    assert [o.status["hotFiles"] for o in outcomes] == [[]] * 5
+    assert [e[2] for e in outcomes[0].events if e[1] in ("RingWeightsChanged", "HotFilesChanged")] == [
+        "hot files (0 listed): removed /store/hot.root", f"ring weight factors (0 host(s) lowered): {HOSTS[0]} 0.7->1"]
+    assert not [e for o in outcomes[1:] for e in o.events if e[1] in ("RingWeightsChanged", "HotFilesChanged")]
+    assert pool(status=listed).status["hotFiles"] == []  # no exporter read either
+    outside = {**pool_child()["status"], "plan": {**pool_child()["status"]["plan"], "cacheRing": RING}}
+    status, kept = outside, None
+    for read in skewed(4, {HOSTS[0]: 36.0}):
+        out = pool(status=status, workloads=all_ready(), disk=read, ring_load=kept)
+        status, kept = {**status, "ringWeights": out.status["ringWeights"]}, out.ring_load
+    assert out.status["ringWeights"] == {HOSTS[0]: 0.9}
 
 
 def test_the_ring_weights_event_names_each_factor_that_moved():
@@ -87,8 +118,8 @@ def test_the_hot_files_are_decided_over_the_lowered_weights():
     text = hot_text(HOSTS[0], {path: 5.0, **{f"/store/filler{j}.root": 3.125 for j in range(8)}})
     status = pool_child()["status"]
     read = DiskRead({}, (), (text,), read_at=1.0)
-    planned = pool(status=status, workloads=all_ready(), disk=read)
-    lowered = pool(status={**status, "ringWeights": {HOSTS[0]: 0.5}}, workloads=all_ready(), disk=read)
+    planned = pool(status=status, workloads=all_ready(), disk=read, ring=RING)
+    lowered = pool(status={**status, "ringWeights": {HOSTS[0]: 0.5}}, workloads=all_ready(), disk=read, ring=RING)
     assert planned.status["hotFiles"] == []
     assert [f["path"] for f in lowered.status["hotFiles"]] == [path]
 
@@ -113,6 +144,25 @@ def test_the_fleet_publishes_the_plans_weights_times_the_factors_and_no_factor_c
 
     assert weights(lowered) == {h: pytest.approx(w * (0.5 if h == hosts[0] else 1.0), rel=1e-5)
                                 for h, w in weights(before).items()}
+
+
+def test_the_fleets_and_the_pools_exporters_publish_one_ring():
+    """The published ring (plan weight x factor, without the hosts out) is one helper's: the fleets' ConfigMap
+    and the text the pool's exporters serve readers outside Kubernetes carry the same ring."""
+    got = intent()
+    hosts = sorted(got.plan.cache_ring)
+    factors, pods = {hosts[0]: 0.5}, [{"node": h, "ready": h != hosts[1]} for h in hosts]
+    assert published_ring({"a": 0.5, "b": 0.25, "c": 0.25}, ["b"], {"a": 0.5}) == {"a": 0.25, "c": 0.25}
+    fleet = desired_fleet("af-dask", "ns", got, got.plan.workers, {}, SETTINGS, NODES, cache_pods=pods,
+                          ring_weights=factors)
+    config = next(c for c in fleet.children if c["kind"] == "ConfigMap")
+    spec = XCachePoolSpec.model_validate(pool_child()["spec"])
+    plan = PoolPlan.model_validate({**pool_child()["status"]["plan"], "cacheRing": got.plan.cache_ring})
+    outside = outside_routing(got.plan.pool, spec, plan, {"ringOut": [hosts[1]], "ringWeights": factors,
+                                                          "hotFiles": []}, NODES)
+    assert outside["ring"] == config["data"]["ring"]
+    assert {c.name: c.weight for c in parse_ring(outside["ring"])} == pytest.approx(
+        published_ring(got.plan.cache_ring, [hosts[1]], factors), rel=1e-5)
 
 
 def test_the_fleets_read_the_factors_from_the_pools_index():
@@ -173,13 +223,36 @@ def test_the_reconcile_keeps_the_rules_state_and_exports_each_hosts_factor(monke
             "spec": c["spec"], "status": c["status"]}
     statefulsets = {"u-ring": [{"kind": "StatefulSet", "name": f"s-{sw}", "switch": sw, **w}
                                for sw, w in all_ready().items()]}
+    readers = {"u-fleet": [{"metadata": {"name": "w", "namespace": "ns"},
+                            "status": {"plan": {"pool": POOL, "hashed": {"rack-a": 4}, "cacheRing": RING}}}]}
     for _ in range(4):
         handler.reconcile(body, None, node_index={"n": [(n, None) for n in NODES]}, statefulset_index=statefulsets,
-                          cache_pod_index={}, fleet_index={})
+                          cache_pod_index={}, fleet_index=readers)
         body = {**body, "status": {**body["status"], "ringWeights": written[-1]["ringWeights"]}}
         clock["now"] += 30.0
     assert [s["ringWeights"] for s in written] == [{}, {}, {}, {HOSTS[0]: 0.9}]
     assert [e[1] for e in posted].count("RingWeightsChanged") == 1
     assert memory.of(body, PoolMemory).ring_load.hosts[HOSTS[0]].steps
-    assert RING_WEIGHT_FACTOR.labels("ns", POOL, HOSTS[0])._value.get() == 0.9
-    assert RING_WEIGHT_FACTOR.labels("ns", POOL, HOSTS[1])._value.get() == 1.0
+    assert factor_series() == {**dict.fromkeys(HOSTS, 1.0), HOSTS[0]: 0.9}
+    # a host that leaves the plan takes its series along; so does the pool when deleted
+    plan = body["status"]["plan"]
+    gone = plan["hosts"]["rack-c"][-1]
+    body = {**body, "status": {**body["status"], "plan": {**plan, "hosts": {
+        **plan["hosts"], "rack-c": plan["hosts"]["rack-c"][:-1]}}}}
+    handler.reconcile(body, None, node_index={"n": [(n, None) for n in NODES]}, statefulset_index=statefulsets,
+                      cache_pod_index={}, fleet_index=readers)
+    assert gone not in factor_series() and len(factor_series()) == len(HOSTS) - 1
+    HOT_FILES.labels("ns", POOL).set(0)
+    delete = next(h.fn for h in kopf.get_default_registry()._changing.get_all_handlers()
+                  if h.id == "XCachePool-forget")
+    delete(body=body)
+    assert factor_series() == {} and not series_of(HOT_FILES)
+
+
+def series_of(gauge) -> dict[str, float]:
+    return {s.labels.get("host", ""): s.value for family in gauge.collect() for s in family.samples
+            if s.labels["namespace"] == "ns" and s.labels["pool"] == POOL}
+
+
+def factor_series() -> dict[str, float]:
+    return series_of(RING_WEIGHT_FACTOR)
