@@ -186,3 +186,24 @@ e2e-real: install realnode-deps tools images
 realnodes-down: install
 	cd e2e && ../$(PY) realnodes.py down --cluster $(REAL_CLUSTER); \
 	  ../$(PY) localcluster.py down --name $(REAL_CLUSTER)
+
+# kind with the podman provider (docs/kind.md, issue 32): switchyard's own kind node image
+# (hack/build-images.sh kind, cached by its inputs), the 7 nodes of e2e/kind/cluster.yaml, the
+# images loaded, the chart installed under Pod Security "restricted", examples/facility.yaml applied
+# (e2e/kind/up.sh); then everything removed, also when a step failed (KIND_KEEP=1 keeps a good
+# cluster: $(CACHE)/kind/kubeconfig). Needs root. Not part of `make test`.
+.PHONY: kind-deps e2e-kind kind-down
+KIND_KEEP ?= 0
+kind-deps: realnode-deps ## podman, the CNI dnsname plugin, /lib/modules (needs root and apt)
+	bash hack/install-kind-deps.sh >/dev/null
+
+e2e-kind: kind-deps tools images
+	bash hack/build-images.sh kind
+	bash e2e/kind/up.sh; rc=$$?; \
+	  PATH=$(CACHE)/bin:$$PATH kubectl --kubeconfig $(CACHE)/kind/kubeconfig get analysisfacility demo 2>/dev/null; \
+	  if [ $$rc -ne 0 ] || [ "$(KIND_KEEP)" != 1 ]; then bash e2e/kind/down.sh || rc=1; fi; exit $$rc
+
+# Remove the kind cluster's nodes, volumes, podman network and the CNI iptables chains, also after
+# a failed or interrupted `make e2e-kind`.
+kind-down:
+	bash e2e/kind/down.sh
