@@ -97,10 +97,11 @@ def ring_weights_of(index, namespace: str, pool: str | None) -> dict[str, float]
 
 def fleets_reading(fleet_index, namespace: str, pool: str, ring_only: bool = False) -> list[str]:
     """The WorkerFleets (names) whose plan reads through `pool`: those that publish its ring; `ring_only`: those
-    whose plan has ring readers (a cacheRing), so that their routing ConfigMap names the ring's caches."""
+    with workers reading through the ring (hashed routing on some switch). Every plan carries the pool's full
+    cacheRing, even one whose workers all read their switch's caches: that is no sign of ring readers."""
     return sorted({f["metadata"]["name"] for store in fleet_index.values() for f in store
                    if f["metadata"]["namespace"] == namespace and (plan := f["status"].get("plan") or {}).get("pool") == pool
-                   and (plan.get("cacheRing") or not ring_only)})
+                   and (not ring_only or any((plan.get("hashed") or {}).values()))})
 
 
 def ring_read_through(fleet_index, namespace: str, pool: str) -> dict[str, float] | None:

@@ -11,6 +11,7 @@ from switchyard.api.analysisfacility import Network
 from switchyard.api.prestage import MAX_INLINE_URLS, CachePrestageSpec
 from switchyard.api.xcachepool import DEFAULT_XCACHE_IMAGE
 from switchyard.builders.prestage import PRESTAGE_LABEL, build_prestage, urls_config_name
+from switchyard.handlers.indexes import fleets_reading
 from switchyard.builders.workerfleet import routing_config_name
 from switchyard.desired import validate
 from switchyard.desired.prestage import JobState, desired_prestage, ring_source
@@ -242,6 +243,22 @@ def test_the_jobs_state_from_its_conditions_and_its_pods():
     assert handler._job_state(complete, []).succeeded
 
 
+# Plans as the facility writes them: every fleet's carries the pool's whole cacheRing; `hashed` counts the
+# workers reading through it, per switch (examples/facility.yaml on e2e/topologies/mini.yaml: {} everywhere).
+RING = {"node-a": 1.0, "node-b": 1.0}
+RING_PLAN = {"pool": "pool", "cacheRing": RING, "hashed": {"s1": 2}, "routing": {"s1": "hashed"}}
+LOCAL_PLAN = {"pool": "pool", "cacheRing": RING, "hashed": {}, "routing": {"s1": "local"}}
+
+
+def test_only_fleets_with_ring_readers_give_a_prestage_its_ring():
+    fleet = lambda name, plan: {"metadata": {"name": name, "namespace": "ns"}, "status": {"plan": plan}}  # noqa: E731
+    index = {"u": [fleet("a-local", LOCAL_PLAN), fleet("b-ring", RING_PLAN),
+                   fleet("c-none-hashed", {**RING_PLAN, "hashed": {"s1": 0}})]}
+    assert fleets_reading(index, "ns", "pool", ring_only=True) == ["b-ring"]
+    assert fleets_reading(index, "ns", "pool") == ["a-local", "b-ring", "c-none-hashed"]
+    assert fleets_reading({"u": [fleet("a-local", LOCAL_PLAN)]}, "ns", "pool", ring_only=True) == []
+
+
 class FakeKube:
     def __init__(self, objects: dict, jobs: list, pods: list) -> None:
         self.objects, self.jobs, self.pods = objects, jobs, pods
@@ -262,11 +279,9 @@ def test_the_reconcile_applies_the_job_and_reports_the_runners_progress(monkeypa
     monkeypatch.setattr(handler, "current", lambda: Settings())
     monkeypatch.setattr(handler, "converge", lambda body, children, kinds, logger: applied.append(children))
     monkeypatch.setattr(handler, "write_status", lambda kind, body, status, states, logger: written.append((status, states)))
-    index = {"uid": [{"metadata": {"name": "fleet", "namespace": "ns"},
-                      "status": {"plan": {"pool": "pool", "cacheRing": {"node-a": 1.0}}}},
-                     # a fleet whose readers all read their switch's caches publishes no ring to read
-                     {"metadata": {"name": "a-local-fleet", "namespace": "ns"},
-                      "status": {"plan": {"pool": "pool", "cacheRing": {}}}}]}
+    index = {"uid": [{"metadata": {"name": "fleet", "namespace": "ns"}, "status": {"plan": RING_PLAN}},
+                     # a fleet whose readers all read their switch's caches: its ring is no ring they read
+                     {"metadata": {"name": "a-local-fleet", "namespace": "ns"}, "status": {"plan": LOCAL_PLAN}}]}
     assert handler.reconcile(body, None, fleet_index=index) == handler.RUNNING_SECONDS
     [children] = applied
     job = children[-1]["metadata"]["name"]
