@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Hot-spot bench (issue 30 item 4): skewed file popularity on the emulated fabric, static ring against hot-file
-replicas (and, once it exists, replicas with load-fed ring weights).
+replicas and replicas with load-fed ring weights.
 
 One placement, switchyard's plan of a small case (bench/topologies/fabric-hotspots: four cache hosts whose
 serving caps bind), built as an emulated fabric (e2e/fabric.py) with the real origin and caches from the config
@@ -15,17 +15,17 @@ does. Per repeat:
   2. hot: the static run's per-file load decides the hot list by the operator's own rule (desired/hotfiles.py
      with desired/xcachepool.py's host budgets), published as the routing ConfigMap's `hot` text and applied
      by each reader with switchyard.routing's Router (planner/hashing.py steps 5-7); the replicas are filled
-     first. The load (--hot-source): by default what the static run's readers asked of each cache per file
-     (the bench's count); or the caches' exporters' `switchyard_xcache_hot_file_read_bytes_per_second`, read
-     while the static run reads. Both lists are recorded. The exporter is not the default because, through
-     an xrootd cache (pfc), the f-stream bytes it adds up are not the bytes read: checked beside a
-     fabric-less cache rendered by switchyard (XRootD 5.5, this machine), 20 reads of a 512 KiB file read
-     whole in one request, or in 128 KiB requests, added 0 bytes; read in 1 MiB requests (one past the end)
-     about 4x the bytes (a smoke run on the fabric read 10.3 model Gbps 30 s in for its hottest file, where
-     about 2.5 was due);
-     a plain xrootd (no pfc) counted the 512 KiB requests right;
-  3. load-fed: the hot list over ring weights lowered by switchyard.desired.ringload's rule, fed with each
-     cache's bytes sent during the hot run (run only when that module exists).
+     first. The load (--hot-source): by default the caches' exporters'
+     `switchyard_xcache_hot_file_read_bytes_per_second` (the operator's input), read while the static run
+     reads; or what the static run's readers asked of each cache per file (the bench's count). Both lists are
+     recorded. (Before c646689, `xrootd.async off`, the exporter counted 0 bytes for the Python client's reads
+     through a cache; the f-stream counts what a request asks for, so a read past a file's end counts whole.)
+  3. load-fed: the hot list over ring weights lowered by switchyard.desired.ringload's rule, run step by step
+     against load measured again: the hot run is the first round; after each round whose reads step a factor
+     the readers are routed again by the new weights and read their lists again, until a round steps nothing
+     (the factors have stopped changing) or --loadfed-rounds; the last round is the set-up's run. The load the
+     rule reads is each cache host's link's bytes sent (the fabric's count, what the caps bind on) while every
+     reader still reads; the exporters' served bytes over the same reads are recorded beside it.
 
 Caches are warm before each run (the files its readers will ask each cache for, read through it once); the
 origin bytes those fills took, summed over the set-ups of a workload, ÷ the distinct files' bytes, are what
@@ -35,15 +35,14 @@ Writes bench/results/hotspots.md, .json and .png (--out, --name elsewhere). Need
 
     python3 bench/hotspots_bench.py [--exponents 0.8,1.1,1.4] [--repeats 3] [--reads 30] [--file-kib 1024]
 
-At the defaults a repeat is 10 runs of ~80 s (uniform; 3 set-ups per exponent) and 4 fabrics: ~15 min, so
-the full run (3 repeats) ~45-50 min on an idle 2-core machine.
+At the defaults a repeat is, on 4 fabrics, the uniform run and per exponent the static and hot runs and up to
+6 more for the load-fed set-up (rounds 2-6, and a run at the last factors when they did not settle), ~80 s
+each: 7-25 runs, ~12-35 min, so the full run (3 repeats) ~35-100 min on an idle 2-core machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import pathlib
@@ -62,45 +61,38 @@ from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, load_case, p
 from fabric_scenario import fabric_for, layout, start_servers, warm_caches  # noqa: E402
 from headline import about  # noqa: E402
 from hotspots_workload import (  # noqa: E402
-    decide_hot, draw_reads, figures, hot_from_rates, popularity, route, steady_rates, warm_pairs, workload_rates,
+    bench_load_rules, decide_hot, draw_reads, figures, hot_from_rates, load_fed_rounds, popularity, route,
+    steady_rates, warm_pairs, workload_rates,
 )
 from switchyard.desired.hotfiles import file_rates  # noqa: E402
+from switchyard.desired.ringload import served_counters, served_gbps  # noqa: E402
 from switchyard.observe.exporterspec import DEFAULT_METRICS_PORT  # noqa: E402
 
 TAG = "h"
-LOAD_FED = "switchyard.desired.ringload"
 POLL_SECONDS = 0.5      # how often the readers are checked for having ended
 # /metrics read from inside a cache's namespace (the project's Python: no curl needed)
 SCRAPE = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
           f"'http://127.0.0.1:{DEFAULT_METRICS_PORT}/metrics', timeout=3).read().decode())")
 
 
-def load_fed_ring(ring: dict, served: list[tuple[float, dict]], caps_real_gbps: dict) -> dict | None:
-    """Set-up 3's ring: the plan's weights times the factors switchyard.desired.ringload's rule reaches over the
-    hot run's reads of each cache's served bytes; None while that module is missing or its API is not the one
-    this was written against (next_load, factors, RingLoadRules, Counter).
+def while_all_read(run: dict) -> list[tuple[float, dict]]:
+    """The run's reads of each cache's bytes sent taken while every reader still read (the tail, readers
+    ending, is not the load)."""
+    return [(t, sent) for t, sent in run["served_bytes"] if t <= min(run["seconds"])]
 
-    The bytes are the fabric's (what each cache host's link sent), not the exporters' served-bytes counters:
-    those add up the same f-stream records as the per-file rates, which misread reads through a cache (the
-    report's top).
 
-    The rule waits settle_seconds (180 s) after each step for the readers to pick up the ring; the bench holds
-    the ring fixed through a run, so it judges the run's reads with no settle window: the factors are those a
-    steady hot run would reach step by step, applied at once."""
-    if importlib.util.find_spec(LOAD_FED) is None:
-        return None
-    try:
-        ringload = importlib.import_module(LOAD_FED)
-        rules = ringload.RingLoadRules(settle_seconds=0.0)
-        state = ringload.RingLoad()
-        for at, sent in served:
-            counters = {c: ringload.Counter(float(n)) for c, n in sent.items()}
-            state = ringload.next_load(state, counters, at, ring, caps_real_gbps, rules)
-        lowered = ringload.factors(state, rules)
-    except (AttributeError, TypeError) as error:
-        print(f"  {LOAD_FED} is there but not as this bench calls it ({error}): set-up 3 skipped", flush=True)
-        return None
-    return {c: w * lowered.get(c, 1.0) for c, w in ring.items()}
+def window_served_gbps(run: dict, pool: str, scale: float) -> dict:
+    """{"fabric": cache -> model Gbps its link sent, "exporter": by its exporter's served-bytes counter (what
+    the operator's rule reads)}, both between the first and the last read taken while every reader still read
+    (the two are read together)."""
+    taken = [(t, texts, sent) for (t, texts), (_, sent) in zip(run["scrapes"], run["served_bytes"])
+             if texts and t <= min(run["seconds"])]
+    if len(taken) < 2:
+        return {"fabric": {}, "exporter": {}}
+    (t0, first, sent0), (t1, last, sent1) = taken[0], taken[-1]
+    return {"fabric": {c: round((sent1[c] - sent0[c]) * 8 / (t1 - t0) / 1e6 / scale, 3) for c in sent1},
+            "exporter": {c: round(g * 1000 / scale, 3) for c, g in
+                         served_gbps(served_counters(first, pool), served_counters(last, pool), t1 - t0).items()}}
 
 
 def start_exporter(fabric, node: str, pool: str, switch: str, data: str, meta: str) -> None:
@@ -231,15 +223,11 @@ def measure_workload(case, exponent: float | None, repeat: int, args, log) -> di
             out["hot_rates_gbps"] = top_rates(texts, pool_name, scale, at, by_workload)
             log(f"  hot list from the {args.hot_source} (exporters read at {at:.0f} s): {hot}")
             log(f"  hottest paths, model Gbps: {dict(list(out['hot_rates_gbps'].items())[:5])}")
-            out["runs"]["hot"] = hot_run = setup("hot-file replicas", ring, hot_text,
-                                                 args.scrape_seconds if "loadfed" in args.setups else None)
-            caps_real = {c: g * scale / 1000 for c, g in out["caps_gbps"].items()}
-            fed = load_fed_ring(ring, hot_run.get("served_bytes", []), caps_real) \
-                if "loadfed" in args.setups else None
-            if fed is not None:
-                out["loadfed_ring"] = fed
-                log(f"  load-fed ring: {fed}")
-                out["runs"]["loadfed"] = setup("replicas, load-fed weights", fed, hot_text, None)
+            out["runs"]["hot"] = hot_run = setup("hot-file replicas", ring, hot_text, args.scrape_seconds)
+            if "loadfed" in args.setups:
+                out.update(load_fed(ring, hot_run, hot_text, out["caps_gbps"], pool_name, args, log,
+                                    lambda name, weights: setup(name, weights, hot_text, args.scrape_seconds)))
+                out["runs"]["loadfed"] = out.pop("loadfed_run")
         for r in out["runs"].values():
             r.pop("scrapes", None)
             r.pop("served_bytes", None)
@@ -247,6 +235,31 @@ def measure_workload(case, exponent: float | None, repeat: int, args, log) -> di
     if left:
         raise RuntimeError(f"teardown left {left}")
     return out
+
+
+def load_fed(ring: dict, hot_run: dict, hot_text: str, caps_gbps: dict, pool: str, args, log, setup) -> dict:
+    """Set-up 3: switchyard.desired.ringload's rule run round by round (hotspots_workload.load_fed_rounds), the
+    hot run its first round; the readers routed again by each step's weights and measured again."""
+    scale, rounds_run = args.scale, []
+
+    def measure(weights: dict):
+        run = hot_run if not rounds_run else setup(f"replicas, load-fed round {len(rounds_run) + 1}", weights)
+        rounds_run.append(run)
+        return while_all_read(run), run
+
+    caps_real = {c: g * scale / 1000 for c, g in caps_gbps.items()}
+    rounds, settled = load_fed_rounds(ring, caps_real, measure, bench_load_rules(args.scrape_seconds),
+                                      args.loadfed_rounds)
+    final = {c: w * rounds[-1].factors.get(c, 1.0) for c, w in ring.items()}
+    last = rounds[-1].run if settled else setup(f"replicas, load-fed weights after {len(rounds)} rounds (not settled)",
+                                                final)
+    log(f"  load-fed: {'settled' if settled else 'not settled'} after {len(rounds)} rounds, factors {rounds[-1].factors}")
+    return {"loadfed_ring": final, "loadfed_settled": settled, "loadfed_run": last,
+            "loadfed_rounds": [{"factors_read_by": {c: round(r.weights[c] / ring[c], 6) for c in ring},
+                                "factors_after": r.factors, "served_gbps": r.run["served_gbps"],
+                                "window_served_gbps": window_served_gbps(r.run, pool, scale),
+                                "delivered_gbps": r.run["delivered_gbps"], "valid": r.run["valid"]}
+                               for r in rounds]}
 
 
 def top_rates(texts: list[str], pool: str, scale: float, seconds: float, by_workload: dict, shown: int = 12) -> dict:
@@ -306,7 +319,6 @@ def _span(values) -> str:
 
 def report(results: list[dict], args, meta: dict) -> str:
     rows = summarise(results)
-    fed = importlib.util.find_spec(LOAD_FED) is not None
     lines = ["# Hot spots: skewed popularity, static ring against hot-file replicas", "",
              *about("aggregate delivered Gbps ÷ the uniform-popularity run's, slowest reader ÷ median reader, each "
                     "cache's served Gbps against its cap and origin bytes ÷ unique bytes, for Zipf popularity on "
@@ -332,9 +344,13 @@ def report(results: list[dict], args, meta: dict) -> str:
              "way desired/hotfiles.py decides the list with desired/xcachepool.py's host budgets, and the readers "
              "apply it with switchyard.routing's Router.",
              "",
-             "Set-up 3 (replicas with load-fed weights): " + (
-                 "switchyard.desired.ringload exists; see the rows below." if fed else
-                 "not yet available (switchyard.desired.ringload does not exist at this commit)."),
+             "Set-up 3 (replicas with load-fed weights): switchyard.desired.ringload's rule (the product's bands, "
+             "steps and reads; settled 2.5 reads after a step, as each round reads by one ring from its start) "
+             "run round by round: the hot run is the first round, and after a round whose reads step a factor "
+             "the readers are routed by the new weights and read their lists again, until a round steps nothing "
+             f"or {args.loadfed_rounds} rounds. Its row is the last round (or, when the factors had not "
+             "settled, a run at the last factors). The rule reads each cache host's link bytes while every "
+             "reader still reads; the rounds are listed below with the exporters' served bytes beside.",
              "",
              "| popularity | set-up | delivered ÷ uniform | slowest ÷ median | busiest cache ÷ cap "
              "| served Gbps / cap per cache (last repeat) | origin ÷ unique | origin ÷ static ring's | CPU busy (max) "
@@ -361,6 +377,21 @@ def report(results: list[dict], args, meta: dict) -> str:
                          + "; ".join(f"the {k} would list {listed(v)}" for k, v in r.get("hot_files_other", {}).items())
                          + "; hottest: " + ", ".join(f"{p} {v['raw']:.1f}/{v['steady']:.1f}/{v.get('workload', float('nan')):.1f}"
                                                       for p, v in list(r.get("hot_rates_gbps", {}).items())[:5]))
+    rounds = [r for r in results if r.get("loadfed_rounds")]
+    if rounds:
+        lines += ["", "Load-fed rounds (factors the round read by → after it; served model Gbps per cache while "
+                  "every reader read, the fabric's link bytes / the exporter's served-bytes counter; delivered):", ""]
+        for r in rounds:
+            lines.append(f"- Zipf {r['exponent']:g}, repeat {r['repeat']}: "
+                         f"{'settled' if r.get('loadfed_settled') else 'not settled'} after {len(r['loadfed_rounds'])} rounds")
+            for i, step in enumerate(r["loadfed_rounds"], 1):
+                window = step.get("window_served_gbps", {})
+                fabric, exporter = window.get("fabric", {}), window.get("exporter", {})
+                lowered = {c: f for c, f in step["factors_read_by"].items() if f != 1.0}
+                lines.append(f"  - round {i}: {lowered or 'none'} → {step['factors_after'] or 'none'}; "
+                             + ", ".join(f"{c} {fabric.get(c, float('nan')):.1f}/{exporter.get(c, float('nan')):.1f}"
+                                         for c in step["served_gbps"])
+                             + f"; delivered {step['delivered_gbps']:.2f}{'' if step['valid'] else ' (invalid: CPU)'}")
     lines += ["", "Acceptance (issue 30, Zipf 1.1): delivered ≥ 0.95 of uniform, slowest ≤ 1.25 × median, "
               "origin ≤ 1.1 × unique.", ""]
     return "\n".join(lines) + "\n"
@@ -419,10 +450,13 @@ def main() -> int:
                         help="files each reader reads (its fixed workload; ~80 s a run at the defaults)")
     parser.add_argument("--file-kib", type=int, default=1024)
     parser.add_argument("--setups", default="static,hot,loadfed", help="which set-ups (static always runs)")
-    parser.add_argument("--hot-source", choices=("exporter", "workload"), default="workload",
-                        help="what the hot list is decided from: the bench's count of what the static run's readers "
-                             "asked of each cache (default), or the caches' exporters' per-file rates (the product's "
-                             "input, which misreads reads through a cache: see the report)")
+    parser.add_argument("--hot-source", choices=("exporter", "workload"), default="exporter",
+                        help="what the hot list is decided from: the caches' exporters' per-file rates (the "
+                             "operator's input; default), or the bench's count of what the static run's readers "
+                             "asked of each cache")
+    parser.add_argument("--loadfed-rounds", type=int, default=6,
+                        help="set-up 3's bound on rounds (the hot run the first): the rule's 5 steps to its floor "
+                             "and one that steps nothing")
     parser.add_argument("--scrape-seconds", type=float, default=5.0, help="how often the exporters are read")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="hotspots")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from switchyard.api.xcachepool import XCachePoolBody
 from switchyard.builders.workerfleet import hot_list_text
 from switchyard.desired.hotfiles import HotFileRules, file_rates, hot_files
+from switchyard.desired.ringload import Counter, RingLoad, RingLoadRules, factors, next_load
 from switchyard.desired.xcachepool import host_budgets
 from switchyard.observe.fileload import TAU_SECONDS
 from switchyard.routing import Cache, Router, parse_hot
@@ -111,6 +112,53 @@ def hot_from_rates(rates: Mapping[str, Mapping[str, float]], pool: str, body: XC
     hot = hot_files(rates, host_budgets(body, ring, hosts, rates), ring, (), rules)
     wire = [f.to_wire() for f in hot]
     return wire, hot_list_text(pool, wire)
+
+
+def bench_load_rules(read_seconds: float) -> RingLoadRules:
+    """RingLoadRules with the product's bands, steps and reads, settled as a round of the bench needs.
+
+    Each round's readers read by one ring from its start (the bench re-routes them), so no minute passes for
+    the kubelet to bring a step; a round's first read has no delta (the counters restart), its second (~2
+    reads in) measures what the step shed, and the rule judges from its third (settled past 2.5 reads)."""
+    return RingLoadRules(settle_seconds=2.5 * read_seconds)
+
+
+@dataclass(frozen=True)
+class LoadFedRound:
+    weights: dict          # cache -> the ring weight its readers read by this round
+    factors: dict          # cache -> factor after the round (lowered hosts only)
+    run: object = None     # what measure() returned beside the reads (the bench's run figures)
+
+
+def load_fed_rounds(ring: Mapping[str, float], caps_gbps: Mapping[str, float],
+                    measure: Callable[[dict], tuple[list[tuple[float, dict]], object]], rules: RingLoadRules,
+                    max_rounds: int) -> tuple[list[LoadFedRound], bool]:
+    """switchyard.desired.ringload's rule run step by step against load measured again after each step.
+
+    Each round re-routes the readers by the ring's weights times the factors so far and measures them:
+    measure(weights) -> ([(seconds from the round's start, cache -> bytes it has sent)], the run's figures);
+    caps_gbps in the same units as those bytes per second x 8e-9. The reads are fed to the rule on one clock
+    (each round starts where the last step was taken); once a round's reads step a factor, the rest of that
+    round (read under the old ring) is not fed, and the next round reads by the new factors. It ends when a
+    round steps nothing (the factors have stopped changing: returns True) or after max_rounds (False; the
+    last round's factors were not measured)."""
+    state, lowered, rounds, start = RingLoad(), {}, [], 0.0
+    for _ in range(max_rounds):
+        weights = {c: w * lowered.get(c, 1.0) for c, w in ring.items()}
+        reads, run = measure(weights)
+        state = replace(state, at=None, counters={})  # between rounds: fills and new readers, not this load
+        changed = False
+        for seconds, sent in reads:
+            at = start + seconds
+            state = next_load(state, {c: Counter(float(n)) for c, n in sent.items()}, at, ring, caps_gbps, rules)
+            if factors(state, rules) != lowered:
+                changed, start = True, at
+                break
+        lowered = factors(state, rules)
+        rounds.append(LoadFedRound(weights, dict(lowered), run))
+        if not changed:
+            return rounds, True
+    return rounds, False
 
 
 @dataclass(frozen=True)

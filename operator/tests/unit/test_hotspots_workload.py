@@ -14,7 +14,8 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "bench"))
 
 from hotspots_workload import (  # noqa: E402
-    completion, decide_hot, draw_reads, figures, popularity, route, steady_rates, warm_pairs,
+    bench_load_rules, completion, decide_hot, draw_reads, figures, load_fed_rounds, popularity, route, steady_rates,
+    warm_pairs,
 )
 from switchyard.api.xcachepool import XCachePoolBody  # noqa: E402
 from switchyard.planner import hashing  # noqa: E402
@@ -112,3 +113,32 @@ def test_the_workloads_own_rates_are_what_the_readers_asked_of_each_cache():
     # two 1 MB reads of /a from c0 and one of /b from c1 over 8 s at 1 Mbit/s per Gbps: 2 and 1 model Gbps
     rates = workload_rates([[("c0", "/a"), ("c1", "/b")], [("c0", "/a")]], 1_000_000, 8, 1)
     assert rates == {"c0": {"/a": pytest.approx(2)}, "c1": {"/b": pytest.approx(1)}}
+
+
+def _fabric_of(files: dict, weights_read_by):
+    """measure(weights) for load_fed_rounds: each file's Gbps served by its rendezvous home under the weights
+    the readers read by, as cumulative sent bytes every 5 s for 40 s."""
+    def measure(weights):
+        served = {c: 0.0 for c in weights}
+        for path, gbps in files.items():
+            served[hashing.home(path, weights_read_by(weights))] += gbps
+        return [(5.0 * k + 0.3, {c: g / 8e-9 * 5.0 * k for c, g in served.items()}) for k in range(1, 9)], served
+    return measure
+
+
+def test_load_fed_weights_step_against_load_measured_again_and_stop_once_the_load_has_moved():
+    """The hot file (4 Gbps of 20) leaves c0 for c3 at c0's second step: measured again after each step, the
+    rule stops at 0.8; fed one fixed run's bytes again and again (the load never sheds), it walks c0 to the
+    floor."""
+    ring, caps = {c: 1.0 for c in RING}, {c: 11.0 for c in RING}
+    files = {f"/f{i:03d}": 16 / 200 for i in range(200)} | {"/hot58": 4.0}
+    assert [hashing.home("/hot58", {**ring, "c0": f}) for f in (1.0, 0.9, 0.8)] == ["c0", "c0", "c3"]
+    rules = bench_load_rules(5.0)
+    rounds, settled = load_fed_rounds(ring, caps, _fabric_of(files, lambda w: w), rules, max_rounds=8)
+    assert settled and [r.factors for r in rounds] == [{"c0": 0.9}, {"c0": 0.8}, {"c0": 0.8}]
+    assert [r.weights["c0"] for r in rounds] == [1.0, 0.9, 0.8]  # each round reads by the last one's factors
+    assert rounds[-1].run["c0"] < rounds[-1].run["c3"]
+    replayed, _ = load_fed_rounds(ring, caps, _fabric_of(files, lambda w: ring), rules, max_rounds=8)
+    assert replayed[-1].factors == {"c0": rules.floor}
+    bounded, settled = load_fed_rounds(ring, caps, _fabric_of(files, lambda w: w), rules, max_rounds=2)
+    assert not settled and bounded[-1].factors == {"c0": 0.8}
