@@ -39,14 +39,19 @@ def read_file(url: str, stop: threading.Event, pace) -> bool:
     status, _ = f.open(url, OpenFlags.READ, timeout=TIMEOUT)
     if not status.ok:
         return False
+    # The size from the open's reply (XrdCl asks for it with the open; no round trip): reads stop at the
+    # file's end, as fsspec's and uproot's do. A request past the end would count whole in the cache's
+    # f-stream (it counts what a request asks for), doubling a 1 MiB file's bytes in the exporter.
+    status, info = f.stat(timeout=TIMEOUT)
+    if not status.ok:
+        f.close(timeout=TIMEOUT)
+        return False
     offset = 0
     ok = True
-    while not stop.is_set():
-        status, data = f.read(offset, CHUNK, timeout=TIMEOUT)
-        if not status.ok:
+    while offset < info.size and not stop.is_set():
+        status, data = f.read(offset, min(CHUNK, info.size - offset), timeout=TIMEOUT)
+        if not status.ok or not data:
             ok = False
-            break
-        if not data:
             break
         offset += len(data)
         pace(len(data))
