@@ -95,23 +95,27 @@ def ring_weights_of(index, namespace: str, pool: str | None) -> dict[str, float]
     return dict(next(iter(index.get((namespace, pool), [])), {})) if pool else {}
 
 
+def reads_ring(plan: dict) -> bool:
+    """Whether a fleet's plan has workers reading through its pool's ring (hashed on some switch). Every plan
+    carries the pool's full cacheRing, even one whose workers all read their switch's caches: that is no sign."""
+    return any((plan.get("hashed") or {}).values())
+
+
 def fleets_reading(fleet_index, namespace: str, pool: str, ring_only: bool = False) -> list[str]:
     """The WorkerFleets (names) whose plan reads through `pool`: those that publish its ring; `ring_only`: those
-    with workers reading through the ring (hashed routing on some switch). Every plan carries the pool's full
-    cacheRing, even one whose workers all read their switch's caches: that is no sign of ring readers."""
+    with workers reading through the ring (reads_ring)."""
     return sorted({f["metadata"]["name"] for store in fleet_index.values() for f in store
                    if f["metadata"]["namespace"] == namespace and (plan := f["status"].get("plan") or {}).get("pool") == pool
-                   and (not ring_only or any((plan.get("hashed") or {}).values()))})
+                   and (not ring_only or reads_ring(plan))})
 
 
 def ring_read_through(fleet_index, namespace: str, pool: str) -> dict[str, float] | None:
     """The pool's ring (host -> weight) as the plans of the fleets whose workers read through it carry it (one
-    facility plans them all: the first by name); None when no fleet has a worker reading the ring (plan.hashed):
-    every fleet's plan carries the ring, one whose workers all read their switch's caches too."""
+    facility plans them all: the first by name); None when no fleet has a worker reading the ring (reads_ring)."""
     plans = sorted(((f["metadata"]["name"], f["status"].get("plan") or {}) for store in fleet_index.values()
                     for f in store if f["metadata"]["namespace"] == namespace), key=lambda named: named[0])
     return next((dict(plan.get("cacheRing") or {}) for _, plan in plans
-                 if plan.get("pool") == pool and any((plan.get("hashed") or {}).values())), None)
+                 if plan.get("pool") == pool and reads_ring(plan)), None)
 
 
 def nodes_of(index) -> list[NodeInfo]:
