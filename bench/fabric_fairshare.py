@@ -21,7 +21,7 @@ __all__ = ["FairShare", "fair_share", "of_layout", "problem_of_layout"]
 
 def problem_of_layout(topology, the, scale: float) -> tuple:
     """fair_share's arguments for a fabric_scenario.Layout (rates back in model Gbps)."""
-    switch_of = {h.name: h.switch for h in topology.hosts}
+    switch_of = {node: switch for node, switch, _, _ in the.hosts}   # also a namespace no Kubernetes node is
     rates = {node: (out / scale, inn / scale) for node, _, out, inn in the.hosts}
     streams = []
     for s in the.streams:

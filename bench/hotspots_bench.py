@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric import ORIGIN_IP, PORT, PREFIX, cpu_times, down, namespaces, run as sh  # noqa: E402
 from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, load_case, placements  # noqa: E402
-from fabric_scenario import fabric_for, layout, start_servers, warm_caches  # noqa: E402
+from fabric_scenario import fabric_for, layout, start_exporter, start_servers, warm_caches  # noqa: E402
 from headline import about  # noqa: E402
 from hotspots_workload import (  # noqa: E402
     bench_load_rules, decide_hot, draw_reads, figures, hot_from_rates, load_fed_rounds, popularity, route,
@@ -96,14 +96,6 @@ def window_served_gbps(run: dict, pool: str, scale: float) -> dict:
     return {"fabric": {c: round((sent1[c] - sent0[c]) * 8 / (t1 - t0) / 1e6 / scale, 3) for c in sent1},
             "exporter": {c: round(g * 1000 / scale, 3) for c, g in
                          served_gbps(served_counters(first, pool), served_counters(last, pool), t1 - t0).items()}}
-
-
-def start_exporter(fabric, node: str, pool: str, switch: str, data: str, meta: str) -> None:
-    """switchyard's exporter in the cache's namespace, on the loopback the rendered config sends to."""
-    ns = fabric.node(node).ns
-    fabric.spawn(ns, [sys.executable, "-m", "switchyard.observe.exporter", "--pool", pool, "--host", node,
-                      "--switch", switch, "--metrics-address", "127.0.0.1", "--data-path", data, "--meta-path", meta,
-                      "--log-level", "WARNING"], fabric.workdir / f"exporter-{node}.log")
 
 
 def scrape(fabric, caches: list[str]) -> list[str]:

@@ -227,6 +227,17 @@ def start_servers(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_by
         fabric.start_cache(node, render_config(body, host_name=node, report_interval_seconds=10))
 
 
+def start_exporter(fabric: Fabric, node: str, pool: str, switch: str, data: str, meta: str,
+                   address: str = "127.0.0.1", client_map: str | None = None) -> None:
+    """switchyard's exporter in the cache's namespace (its metrics and routing on `address`), fed by the
+    f-stream the rendered config sends to the loopback; `client_map`: the clients.json it reads, the routing
+    it serves beside it (the pool's clients ConfigMap as the pod mounts it)."""
+    argv = [sys.executable, "-m", "switchyard.observe.exporter", "--pool", pool, "--host", node, "--switch", switch,
+            "--metrics-address", address, "--data-path", data, "--meta-path", meta, "--log-level", "WARNING"]
+    fabric.spawn(fabric.node(node).ns, argv + (["--client-map", client_map] if client_map else []),
+                 fabric.workdir / f"exporter-{node}.log")
+
+
 def warm_caches(fabric: Fabric, warm: dict[str, set[str]]) -> None:
     """Read each cache's files through it once, from its own node (cache node -> files)."""
     def one(node: str) -> None:
@@ -241,6 +252,11 @@ def run(fabric: Fabric, the: Layout, pools: list[PoolRequest], file_bytes: int, 
         repeats: int, log=print) -> Measured:
     """Start origin and caches, warm them, shape, run the readers; measure `repeats` windows."""
     start_servers(fabric, the, pools, file_bytes)
+    return measure(fabric, the, warmup, window, repeats, log)
+
+
+def measure(fabric: Fabric, the: Layout, warmup: float, window: float, repeats: int, log=print) -> Measured:
+    """With origin and caches started: warm the caches, shape, run the readers; measure `repeats` windows."""
     measured = Measured()
     start = time.monotonic()
     warm_caches(fabric, the.warm)

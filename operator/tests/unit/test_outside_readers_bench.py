@@ -1,0 +1,96 @@
+"""The outside-readers fabric bench's pure parts (bench/outside_readers_bench.py, issue #31's acceptance): the
+case planned with and without switchyard's workers, the pool's clients ConfigMap rendered with the fabric's
+addresses (the racks placed, the ring the exporters serve), the racks' streams from what `switchyard route`
+printed, the fair share on a layout with namespaces no Kubernetes node is, and the summary's ratios."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "bench"))
+
+import outside_readers_bench as bench  # noqa: E402
+from fabric_fairshare import of_layout  # noqa: E402
+from fabric_scenario import layout  # noqa: E402
+from switchyard.observe import clientmap  # noqa: E402
+from switchyard.observe.clientmap import ClientMap  # noqa: E402
+from switchyard.routing import Router  # noqa: E402
+
+FILES = [f"/f{i:04d}.root" for i in range(64)]
+SCALE = 1.5
+
+
+def case_layout(workers: bool):
+    case = bench.load_case(REPO / "bench" / "topologies", bench.CASE, workers)
+    plan = bench.render(case, {}, {g.name: "10.40.0.1" for g in case.topology.outside})[0].plan
+    the = layout(case.topology, case.pools, case.fleets, plan.placement, dict(plan.hash_weights), SCALE, FILES)
+    the.hosts.extend(bench.outside_rows(case.topology, SCALE))
+    return case, plan, the
+
+
+@pytest.mark.parametrize("workers", [False, True])
+def test_the_case_loads_the_racks_and_the_workers_take_a_share(workers):
+    case, plan, the = case_layout(workers)
+    assert {g.switch for g in case.topology.outside} == {"condor-2x40", "condor-6x40"}
+    assert plan.routing["condor-2x40"] == plan.routing["condor-6x40"] == "hashed"
+    assert plan.fair.outside == pytest.approx({"condor-2x40": 39.12 if workers else 45.0,
+                                               "condor-6x40": 39.12 if workers else 45.0}, abs=0.01)
+    assert bool(the.workers) == workers
+    # a namespace per group on its rack, its link the rack's uplink (no NIC of theirs is known)
+    assert the.hosts[-2:] == [("condor-a", "condor-2x40", 80 * SCALE, 80 * SCALE),
+                              ("condor-b", "condor-6x40", 240 * SCALE, 240 * SCALE)]
+
+
+def test_the_pool_publishes_the_ring_at_the_fabric_addresses_and_places_the_racks():
+    case, plan, the = case_layout(True)
+    addresses = {node: f"10.77.1.{i + 1}" for i, (node, *_rest) in enumerate(the.hosts)}
+    out, clients = bench.render(case, addresses, {"condor-a": addresses["condor-a"], "condor-b": addresses["condor-b"]})
+    assert out.plan.placement == plan.placement
+    data = clients["xcache"]
+    placed = ClientMap.from_json(data[clientmap.KEY])
+    assert placed.switch_of(addresses["condor-a"]) == "condor-2x40"
+    assert placed.switch_of(addresses["condor-b"]) == "condor-6x40"
+    assert placed.switch_of(addresses["k8s-1-worker"]) == "k8s-1"
+    # what a reader routed by the published ring reads from: the planner's ring home of each file
+    router = Router.from_env({"SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_CACHE_RING": ",".join(
+        line for line in data["ring"].splitlines() if not line.startswith("#"))})
+    by_address = {addresses[c]: c for c in the.caches}
+    homes = bench.expected_homes(the, case.topology, case.pools, plan.placement, dict(plan.hash_weights), FILES)
+    assert {f: bench.cache_of(router.route(bench.ORIGIN_URL + f), by_address) for f in FILES} == homes
+
+
+def test_each_outside_reader_is_a_paced_stream_over_every_file_from_its_routed_cache():
+    case, _plan, the = case_layout(False)
+    by_address = {"10.77.1.1": "k8s-1-xcache", "10.77.1.2": "k8s-2-xcache"}
+    routed = {g.name: [f"root://10.77.1.{1 + i % 2}:1094/{f}" for i, f in enumerate(FILES)] for g in case.topology.outside}
+    streams = bench.outside_streams(case.topology, routed, by_address, FILES, SCALE)
+    assert len(streams) == 24 and {s.node for s in streams} == {"condor-a", "condor-b"}
+    for s in streams:
+        assert s.ring and s.demand_gbps == 6 and s.wire_mbit == 6 * SCALE
+        assert sorted(f for _, f in s.urls) == FILES
+        assert all(cache == by_address[f"10.77.1.{1 + FILES.index(f) % 2}"] for cache, f in s.urls)
+    assert streams[0].urls != streams[1].urls      # each reader's own order
+    # the bench's fair share places the racks' namespaces by the layout's rows, not the topology's hosts
+    the.streams.extend(streams)
+    share = of_layout(case.topology, the, SCALE)
+    assert share.uplinks["condor-2x40"]["in"] == pytest.approx(45.0, abs=0.01)
+    assert share.uplinks["condor-6x40"]["in"] == pytest.approx(45.0, abs=0.01)
+
+
+def test_the_summary_divides_the_measured_uplinks_by_the_plans_fair_share_over_valid_windows():
+    window = {"cpu_busy": 0.5, "delivered_gbps": 85.5,
+              "uplinks": {"a": {"out": 0.0, "in": 42.0}, "k": {"out": 44.0, "in": 0.1}}}
+    r = {"predicted_uplinks": {"a": {"out": 0, "in": 40, "capacity": 80}, "k": {"out": 45, "in": 0, "capacity": 200}},
+         "fair_uplinks": {"a": {"out": 0.0, "in": 40.0}, "k": {"out": 45.0, "in": 0.0}},
+         "fair_layout_uplinks": {"a": {"out": 0.0, "in": 41.0}, "k": {"out": 44.0, "in": 0.0}},
+         "fair_gbps": 90.0, "windows": [window, {**window, "cpu_busy": 0.9, "delivered_gbps": 10.0}]}
+    s = bench.summarise(r)
+    assert not s["valid"] and s["valid_windows"] == 1 and s["delivered"] == 85.5      # the busy window left out
+    assert s["ratio_delivered"] == pytest.approx(0.95)
+    assert set(s["uplinks"]) == {"a in", "k out"}                                         # loaded directions only
+    assert s["uplinks"]["a in"]["ratio"] == pytest.approx(1.05) and bench.within(s["uplinks"]["a in"]["ratio"])
+    assert s["uplinks"]["k out"]["ratio"] == pytest.approx(0.978, abs=1e-3)
