@@ -189,8 +189,9 @@ realnodes-down: install
 
 # kind with the podman provider (docs/kind.md, issue 32): switchyard's own kind node image
 # (hack/build-images.sh kind, cached by its inputs), the 7 nodes of e2e/kind/cluster.yaml, the
-# images loaded, the chart installed under Pod Security "restricted", examples/facility.yaml applied
-# (e2e/kind/up.sh); then everything removed, also when a step failed (KIND_KEEP=1 keeps a good
+# images loaded, the chart installed under Pod Security "restricted", e2e/kind/facility.yaml Ready with
+# its caches and workers on the planned switches and a read through a cache (e2e/kind/up.sh); then
+# everything removed, also when a step failed (KIND_KEEP=1 keeps a good
 # cluster: $(CACHE)/kind/kubeconfig). Needs root. Not part of `make test`.
 .PHONY: kind-deps e2e-kind kind-down
 KIND_KEEP ?= 0
@@ -200,7 +201,7 @@ kind-deps: realnode-deps ## podman, the CNI dnsname plugin, /lib/modules (needs 
 e2e-kind: kind-deps tools images
 	bash hack/build-images.sh kind
 	bash e2e/kind/up.sh; rc=$$?; \
-	  PATH=$(CACHE)/bin:$$PATH kubectl --kubeconfig $(CACHE)/kind/kubeconfig get analysisfacility demo 2>/dev/null; \
+	  PATH=$(CACHE)/bin:$$PATH kubectl --kubeconfig $(CACHE)/kind/kubeconfig get analysisfacility kind 2>/dev/null; \
 	  if [ $$rc -ne 0 ] || [ "$(KIND_KEEP)" != 1 ]; then bash e2e/kind/down.sh || rc=1; fi; exit $$rc
 
 # Remove the kind cluster's nodes, volumes, podman network and the CNI iptables chains, also after

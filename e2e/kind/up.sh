@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create the kind cluster of e2e/kind/cluster.yaml with kind's podman provider and switchyard's
 # own node image (hack/build-images.sh kind), load switchyard's images into its nodes, install
-# the chart into a namespace enforcing Pod Security "restricted" and apply examples/facility.yaml
-# (make e2e-kind, docs/kind.md). e2e/kind/down.sh removes all of it again.
+# the chart into a namespace enforcing Pod Security "restricted", apply e2e/kind/facility.yaml and
+# check it Ready with its caches and workers on the planned switches (make e2e-kind, docs/kind.md).
+# e2e/kind/down.sh removes all of it again.
 # Prints each step's seconds. KIND_NETWORK: the podman network (default switchyard-kind).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -74,6 +75,40 @@ helm upgrade --install switchyard "$REPO/charts/switchyard" -n "$NAMESPACE" \
   --set image.repository=localhost/switchyard --set "image.tag=$VERSION" --wait --timeout 5m >/dev/null
 step "chart installed in $NAMESPACE (Pod Security restricted): $(kubectl -n "$NAMESPACE" get pods --no-headers | awk '{print $1, $3}' | paste -sd, -)"
 
-kubectl apply -f "$REPO/examples/facility.yaml" >/dev/null
-step "examples/facility.yaml applied"
+# examples/facility.yaml's caches and 4-core workers fit no node reporting this machine's 2 CPUs:
+# e2e/kind/facility.yaml is the same shape, sized for them.
+kubectl apply -f "$REPO/e2e/kind/origin.yaml" >/dev/null
+kubectl wait --for=condition=Ready pod/kind-origin --timeout=3m >/dev/null
+kubectl apply -f "$REPO/e2e/kind/facility.yaml" >/dev/null
+kubectl wait --for=condition=Ready analysisfacility/kind --timeout=5m >/dev/null
+kubectl wait --for=condition=Ready pods -n default -l app.kubernetes.io/part-of=switchyard --timeout=5m >/dev/null
+step "facility kind Ready: $(kubectl get analysisfacility kind --no-headers | awk '{print $3" switches, "$4" caches, "$5" workers"}')"
+
+# Every cache and worker runs on the switch its name says the plan put it on, caches on NVMe nodes.
+wrong=0
+while read -r pod node; do
+  planned="$(sed -n 's/^kind-\(xcache\|dask\)-\(rack-[a-z]\)-.*/\2/p' <<<"$pod")"
+  [ -n "$planned" ] || continue
+  labels="$(kubectl get node "$node" -o jsonpath='{.metadata.labels.switchyard\.dev/switch} {.metadata.labels.switchyard\.dev/nvme}')"
+  read -r switch nvme <<<"$labels"
+  if [ "$switch" != "$planned" ] || { [[ $pod == kind-xcache-* ]] && [ -z "$nvme" ]; }; then
+    log "$pod runs on $node (switch $switch, nvme ${nvme:-none}), planned on $planned"; wrong=1
+  fi
+done < <(kubectl get pods -n default -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}')
+[ "$wrong" = 0 ] || exit 1
+step "caches on their switches' NVMe nodes, workers on their switches: $(kubectl get pods -n default -o jsonpath='{range .items[*]}{.metadata.name}={.spec.nodeName} {end}')"
+
+# A real read through a cache: a worker reads the origin's file twice from the endpoint it was
+# given (its switch's cache Service); the bytes are the origin's, and the cache's disk holds them.
+want="$(kubectl logs kind-origin | awk 'NR == 1 {print $1}')"
+worker="$(kubectl get pods -n default -l app.kubernetes.io/component=worker,switchyard.dev/switch=rack-b -o name | head -n1)"
+reads="$(kubectl exec -n default "$worker" -c worker -- sh -c 'for i in 1 2; do
+  s=$(date +%s.%N); xrdcp -f -s "$SWITCHYARD_CACHE_ENDPOINT//data/kind.bin" /tmp/kind.bin || exit 1
+  echo "$SWITCHYARD_CACHE_ENDPOINT $(sha256sum < /tmp/kind.bin | cut -d" " -f1) $(awk -v a=$s -v b=$(date +%s.%N) "BEGIN{printf \"%.2f\", b-a}")"
+done')"
+cached="$(kubectl exec -n default kind-xcache-rack-b-0 -c xrootd -- du -sb /srv/switchyard-kind/nvme0 | cut -f1)"
+log "reads: $(echo $reads); rack-b cache disk: $cached bytes"
+[ "$(awk -v w="$want" '$2 == w && $1 ~ /kind-xcache-rack-b\./' <<<"$reads" | wc -l)" = 2 ] && [ "$cached" -ge 20971520 ] \
+  || { log "the reads through the rack-b cache did not return the origin's file ($want)"; exit 1; }
+step "20 MiB read twice through the rack-b cache, sha256 the origin's, in the cache's disk"
 log "total $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f s", b-a}'); kubeconfig $KUBECONFIG"
