@@ -131,6 +131,14 @@ FABRIC_ARGS ?=
 bench-fabric: bench-install deps
 	$(PY) bench/fabric_bench.py $(FABRIC_ARGS)
 
+# Readers outside Kubernetes on the emulated fabric (issue 31's acceptance, needs root): HTCondor racks' readers routed by
+# `switchyard route` from the caches' exporters, with and without switchyard's workers, measured ÷ the plan's fair
+# share; bench/results/outside-readers.md, .json. OUTSIDE_READERS_ARGS e.g. --repeats 1 --window 8 --out /tmp.
+.PHONY: bench-outside-readers
+OUTSIDE_READERS_ARGS ?=
+bench-outside-readers: bench-install deps
+	$(PY) bench/outside_readers_bench.py $(OUTSIDE_READERS_ARGS)
+
 # Hot spots on the emulated fabric (issue 30 item 4, needs root): Zipf popularity, static ring against hot-file
 # replicas, real caches and readers; bench/results/hotspots.md, .json, .png. HOTSPOTS_ARGS e.g. --exponents 1.1 --repeats 1.
 .PHONY: bench-hotspots
