@@ -43,7 +43,7 @@ from test_routing_ring_file import KubeletVolume  # noqa: E402,F401 - for the ro
 class RingCache:
     name: str  # the cache's name in the ring (its host), what the rule hashes
     cache: object
-    meter: object  # .bytes_sent_after(moment) and .close(): SummaryListener or ExporterMeter
+    meter: object  # .bytes_sent_after(moment) and .close() (.describe(): an ExporterMeter): SummaryListener or ExporterMeter
     namespace: Path
 
     @property
@@ -68,7 +68,7 @@ def sent(caches: list[RingCache]) -> dict[str, int]:
         except AssertionError as error:
             daemon = c.cache.daemon
             raise AssertionError(f"cache {c.name}: {error}; its xrootd's exit code: {daemon.process.poll()}, "
-                                 f"its log ends:\n{daemon.log_tail(1500)}") from None
+                                 f"its log ends:\n{daemon.log_tail(1500)}{getattr(c.meter, 'describe', str)()}") from None
     return counts
 
 
@@ -166,6 +166,18 @@ class ExporterMeter:
 
     def bytes_sent_after(self, moment: float, timeout: float = 30.0) -> int:
         return int(self.after(moment, timeout)["switchyard_xcache_client_bytes_total"])
+
+    def describe(self) -> str:
+        """What a failure report needs of the exporter: is it running, what it last counted, its log."""
+        try:
+            values = self.scrape()
+            seen = (f"summaries {values.get(SUMMARIES, 0):.0f}, the last at "
+                    f"{values.get('switchyard_xcache_last_summary_timestamp_seconds', 0):.1f} (now {time.time():.1f})")
+        except (OSError, AssertionError) as error:
+            seen = f"not scraped ({error})"
+        log = self.exporter.log.read_text(errors="replace")[-1500:] if self.exporter.log.exists() else ""
+        return (f"\nits exporter (UDP {self.port}): exit code {self.exporter.process.poll()}, {seen}; "
+                f"its log ends:\n{log}")
 
     def close(self) -> None:
         self.exporter.stop()
