@@ -63,13 +63,15 @@ PER_NAMESPACE = {
                                     "watched by kopf (list, watch, patch for its progress annotations); the "
                                     "facility applies (create, patch) and prunes (delete) its children; a "
                                     "reconcile re-reads its owner (get)")
-       for plural in ("analysisfacilities", "xcachepools", "workerfleets", "s3stagings")},
+       for plural in ("analysisfacilities", "xcachepools", "workerfleets", "s3stagings", "cacheprestages")},
     **{f"{plural}.switchyard.dev/status": ({"patch"}, "conditions and plan summaries, server-side applied")
-       for plural in ("analysisfacilities", "xcachepools", "workerfleets", "s3stagings")},
+       for plural in ("analysisfacilities", "xcachepools", "workerfleets", "s3stagings", "cacheprestages")},
     "deployments.apps": ({"list", "watch", "create", "patch", "delete"},
                          "worker and scheduler Deployments: applied, pruned, indexed by kopf"),
     "statefulsets.apps": ({"list", "watch", "create", "patch", "delete"},
                           "cache host and MinIO StatefulSets: applied, pruned, indexed by kopf"),
+    "jobs.batch": ({"list", "create", "patch", "delete"},
+                   "a CachePrestage's Job: applied, pruned, listed for its Complete or Failed condition"),
     "configmaps": ({"list", "create", "patch", "delete"}, "rendered xrootd configs: applied, pruned"),
     "services": ({"list", "create", "patch", "delete"}, "per-switch cache, scheduler and MinIO Services"),
     "poddisruptionbudgets.policy": ({"list", "create", "patch", "delete"}, "one PDB per cache pool"),
