@@ -61,6 +61,7 @@ from ..xrootd.monitoring import CacheTotals, FileStream, MalformedPacket, Summar
 
 log = logging.getLogger("switchyard.observe.exporter")
 MAP_CHECK_SECONDS = 5.0  # how often the client map file is looked at (kubelet swaps a ConfigMap in within ~1 min)
+MALFORMED_LOG_SECONDS = 60.0  # at most one line a minute about refused monitoring packets
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ class XCacheCollector(Collector):
         self.packets = {"summary": 0, "gstream": 0, "user": 0, "fstream": 0, "ignored": 0}
         self.client_switches: frozenset[str] = frozenset()
         self.malformed = 0
+        self.malformed_logged_at = float("-inf")
         self.last_summary_at: float | None = None
         self.file_load = FileLoad()
         self.clock = time.time  # the clock `receive` is given; rates are read against it at scrape time
@@ -166,8 +168,13 @@ class XCacheCollector(Collector):
         except Exception as error:  # noqa: BLE001 - no packet may stop the exporter
             with self.lock:
                 self.malformed += 1
+                say = now - self.malformed_logged_at >= MALFORMED_LOG_SECONDS
+                if say:
+                    self.malformed_logged_at = now
             if not isinstance(error, MalformedPacket):
                 log.warning("undecodable monitoring packet (%s): %s", type(error).__name__, error)
+            elif say:  # refused packets are counted; one line a minute says why (a stream that turned bad)
+                log.warning("monitoring packet refused (%d so far): %s", self.malformed, error)
             return
         kind = _kind(decoded)
         with self.lock:

@@ -172,7 +172,8 @@ class ExporterMeter:
         try:
             values = self.scrape()
             seen = (f"summaries {values.get(SUMMARIES, 0):.0f}, the last at "
-                    f"{values.get('switchyard_xcache_last_summary_timestamp_seconds', 0):.1f} (now {time.time():.1f})")
+                    f"{values.get('switchyard_xcache_last_summary_timestamp_seconds', 0):.1f} (now {time.time():.1f}), "
+                    f"packets refused {values.get('switchyard_xcache_monitoring_malformed_packets_total', 0):.0f}")
         except (OSError, AssertionError) as error:
             seen = f"not scraped ({error})"
         log = self.exporter.log.read_text(errors="replace")[-1500:] if self.exporter.log.exists() else ""

@@ -199,3 +199,15 @@ def test_collector_serves_the_hottest_files_bounded_and_decaying():
     assert sorted(_hot_files(collector)) == [f"/f{i:02d}" for i in range(12, 30)]
     collector.clock = lambda: 1000.0 + 60.0 * 10
     assert _hot_files(collector) == {}
+
+
+def test_refused_packets_are_logged_at_most_once_a_minute(caplog):
+    """A monitoring stream that turns bad (a summary xrootd writes that no longer parses, say) says why in the
+    exporter's log, not only in a counter: one line a minute, however many packets are refused."""
+    collector = XCacheCollector(ExporterSettings("p", "h", "sw1", (), (), 0.9, 0.95))
+    with caplog.at_level("WARNING", logger="switchyard.observe.exporter"):
+        for second in (0.0, 1.0, 59.0, 60.0, 61.0):
+            collector.receive(b"<statistics><stats id='link'>", second)
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert collector.malformed == 5
+    assert len(refused) == 2 and refused[0].startswith("monitoring packet refused (1 so far): summary is not XML")
