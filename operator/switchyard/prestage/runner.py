@@ -256,8 +256,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--journal", default=f"{JOURNAL_DIR}/{JOURNAL_FILE}",
                         help="file of finished files, kept across restarts ('': none)")
     parser.add_argument("--termination-log", default=TERMINATION_LOG)
-    parser.add_argument("--linger-seconds", type=float, default=0.0,
-                        help="keep serving /metrics this long after the end")
     args = parser.parse_args(argv)
     if not args.gbps > 0 or args.parallel < 1:
         parser.error("--gbps must be above 0 and --parallel at least 1")
@@ -297,8 +295,6 @@ def main(argv: Sequence[str]) -> int:
         Path(args.termination_log).write_text(progress.report() + "\n", encoding="utf-8")
     except OSError:
         pass
-    if args.linger_seconds > 0:
-        time.sleep(args.linger_seconds)
     return exit_code(progress)
 
 
