@@ -161,9 +161,9 @@ THROUGHPUT = DashboardSpec(
                   "Gbps on each switch's uplink, by direction: predicted by the plan's fair share (fairInGbps / "
                   "fairOutGbps, switchyard_predicted_gbps: what uplink drift is judged on) "
                   "and observed by the operator over its drift window (switchyard_observed_uplink_gbps: out = the "
-                  "switch's caches serving readers behind other switches; in = caches elsewhere serving its "
-                  "readers, plus its caches' origin fetches). Readers the client map does not place, and traffic "
-                  "that is not XRootD reads from the caches, are not in the observed figure.",
+                  "switch's caches serving readers behind other switches, or readers the client map does not "
+                  "place; in = caches elsewhere serving its readers, plus its caches' origin fetches). Traffic "
+                  "that is not XRootD reads from the caches is not in the observed figure.",
                   (Query(f'sum by (switch, direction) (switchyard_predicted_gbps{{{PLAN}, {UPLINK_DIRECTIONS}}}) '
                          "* 1e9", "{{switch}} {{direction}} predicted"),
                    Query(f"sum by (switch, direction) (switchyard_observed_uplink_gbps{{{PLAN}}}) * 1e9",

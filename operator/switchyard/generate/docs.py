@@ -39,8 +39,9 @@ JOINS = """\
   `sum by (switch) (rate(switchyard_xcache_origin_bytes_total[5m])) * 8 / 1e9
   / on (switch) max by (switch) (switchyard_plan_uplink_capacity_gbps{facility="F"})`.
 - Bytes read across switches, from Prometheus alone (serving switch `switch`,
-  reading switch `client_switch`):
-  `sum by (switch, client_switch) (rate(switchyard_xcache_served_bytes_total{client_switch!="unknown"}[5m])) * 8`;
+  reading switch `client_switch`, `unknown` for readers the client map does not
+  place, which leave `switch` by its uplink):
+  `sum by (switch, client_switch) (rate(switchyard_xcache_served_bytes_total[5m])) * 8`;
   the operator's per-uplink figure is `switchyard_observed_uplink_gbps{facility="F"}`.
 - Errors: `switchyard_reconciles_total{result!="ok"}` (`retry`: the reconcile
   asked to be retried later, e.g. the API server was unreachable; `error`: it
@@ -93,8 +94,9 @@ the xrootd summary it comes from.
   checksum). From the same reads as above the operator exports
   `switchyard_observed_uplink_gbps{switch, direction}` beside the plan's
   `switchyard_plan_uplink_gbps`: `out` of switch S is what S's caches serve
-  to readers on other switches; `in` to switch T is what caches elsewhere
-  serve to T's readers plus what T's caches fetch from the origin. `out` is
+  to readers on other switches and to readers the client map does not place
+  (`unknown`, below); `in` to switch T is what caches elsewhere serve to T's
+  readers plus what T's caches fetch from the origin. `out` is
   exported once S's planned hosts are measured, `in` once every planned host
   is (any cache may serve T's readers). The dashboard shows both
   ("Uplink load per direction: predicted vs observed", and the observed
@@ -112,11 +114,22 @@ the xrootd summary it comes from.
   fabric runs: within the default drift threshold (25%), so it reads low
   without raising PredictionDrift. The caution covers full directions only;
   one 95% full behind two full hosts read 12% low as well.
-- **Not observed.** Readers whose address is in no Node's InternalIPs, pod
-  CIDR or declared outside readers' range (outside the cluster and not in
-  `spec.outsideReaders`, or a pod network the Node does not announce)
-  count as `client_switch="unknown"` and in no uplink; so do bytes of files
-  opened before the exporter started. Bytes are counted when xrootd reports
+- **Readers the map does not place.** A reader whose address is in no
+  Node's InternalIPs, pod CIDR or declared outside readers' range counts as
+  `client_switch="unknown"`. The map holds every labelled Node's addresses
+  and pod CIDRs, so such a reader is outside the cluster and not in
+  `spec.outsideReaders`: behind an uplink other than the cache's. Its bytes
+  count in the `out` of the cache's switch and in no `in` (which uplink they
+  enter is not known), so readers nobody declared raise PredictionDrift
+  there. The exception is a reader on the cache's own switch the map does
+  not know (a machine outside Kubernetes not declared, or a Node without the
+  switch label): its bytes count `out` though they never leave the switch.
+  Bytes the exporter cannot tie to a reader (a file opened before the
+  exporter started, a lost login record) are `unknown` and count the same
+  way. A cluster whose pods take addresses outside their Node's pod CIDR (a
+  network plugin with an IPAM of its own) has its pods `unknown` too: its
+  uplinks are not observed correctly.
+- **Not observed.** Bytes are counted when xrootd reports
   them (every report interval for open files, 10 s), as read by the client
   (XRootD 5.5 may count a few re-sent pages of a cold read), without TCP/IP
   overhead. Traffic that is not an XRootD read from a cache (workers talking

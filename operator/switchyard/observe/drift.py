@@ -15,8 +15,12 @@ What is compared, per subject (a switch and a direction):
   switch S is what S's caches serve to readers behind other switches, and in to
   switch T is what caches elsewhere serve to T's readers plus what T's caches
   fetch from the origin (outside the facility). Bytes of readers the map does
-  not place ('unknown') cross no uplink we can name and are left out; see
-  docs/metrics.md.
+  not place ('unknown') count out of the cache's switch and into no switch:
+  the map holds every labelled Node's InternalIPs and pod CIDRs and the
+  declared outside readers' ranges, so such a reader is outside the cluster,
+  behind some uplink other than the cache switch's (see host_flows for the
+  exceptions, and docs/metrics.md). So readers nobody declared load the cache
+  switch's uplink out in the check, as they do on the wire, and drift there.
 
 A subject is judged only when its prediction or its measurement is at least
 `floor_gbps`, it is measured (every cache host it depends on reported
@@ -430,9 +434,23 @@ FlowHistory = Mapping[HostKey, tuple[FlowPoint, ...]]
 
 
 def host_flows(reading: HostFlows) -> tuple[tuple[tuple[str, str], float], ...]:
-    """(from, to) -> bytes of one host: its serves to readers on other switches, and its origin fetches."""
+    """(from, to) -> bytes of one host: its serves to readers on other switches, to readers the client map does
+    not place (to UNKNOWN: out of its switch, into none we can name), and its origin fetches.
+
+    A reader the map does not place is taken to be behind another uplink:
+    the map has every Node carrying the switch label (its InternalIPs and
+    spec.podCIDR(s): desired/xcachepool.py client_networks) and the declared
+    outside readers' ranges. The exception: a reader on the cache's own
+    switch the map does not know (a machine outside Kubernetes not declared
+    in spec.outsideReaders, or a Node without the switch label) is counted
+    out though its bytes never leave the switch; so are bytes the exporter
+    could not tie to a reader (a file opened before it started). A cluster
+    whose pods take addresses outside their Node's spec.podCIDR (a CNI with
+    an IPAM of its own) breaks the premise itself: its pods are all
+    'unknown', its uplinks are not observed correctly (docs/metrics.md).
+    """
     flows = {(reading.switch, client): value for client, value in reading.served.items()
-             if client not in (reading.switch, UNKNOWN)}
+             if client != reading.switch}
     flows[(ORIGIN, reading.switch)] = reading.origin_bytes
     return tuple(sorted(flows.items()))
 
@@ -478,6 +496,6 @@ def observed_uplinks(history: FlowHistory, expected: Mapping[str, Iterable[HostK
         for (source, target), gbps in (host_rates or {}).items():
             if (source, OUT) in out:
                 out[(source, OUT)] += gbps
-            if (target, IN) in out:
+            if target != UNKNOWN and (target, IN) in out:   # an unplaced reader: no uplink we can name
                 out[(target, IN)] += gbps
     return out
