@@ -9,8 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from switchyard.observe.clientmap import ClientMap
+from switchyard import conditions as cond
 from switchyard.observe.drift import (
-    DriftRules, HostFlows, observed_uplinks, parse_flows, record_flows,
+    REASON, DriftRules, HostFlows, assess, observed_uplinks, parse_flows, record_flows, with_drift,
 )
 from switchyard.observe.exporter import ExporterSettings, XCacheCollector
 
@@ -95,3 +96,24 @@ def test_uplinks_stay_measured_when_reads_come_unevenly():
     for seen in (0.0, 2.11, 4.01):
         history = record_flows(history, [_reading("a", "sw1", {"sw2": seen * GB}, 0)], seen=seen, keep_seconds=14)
     assert observed_uplinks(history, expected, now=4.01, rules=rules)[("sw1", "out")] == pytest.approx(1.0)
+
+
+def test_readers_the_map_does_not_place_load_the_cache_switch_out_and_drift_there():
+    """Readers the client map does not place (outside the cluster, undeclared) leave the cache host's switch by
+    its uplink, into no switch we can name: a plan that knows only sw3's reader drifts on the caches' outs."""
+    expected = {"sw1": [("pool", "a")], "sw2": [("pool", "b")], "sw3": [], "unknown": []}  # a switch so named, too
+    history = record_flows({}, [_reading("a", "sw1", {"sw3": 0, "unknown": 0}, 0),
+                                _reading("b", "sw2", {"unknown": 0}, 0)], seen=0, keep_seconds=120)
+    history = record_flows(history, [_reading("a", "sw1", {"sw3": 1 * 60 * GB, "unknown": 6 * 60 * GB}, 0),
+                                     _reading("b", "sw2", {"unknown": 2 * 60 * GB}, 0)], seen=60, keep_seconds=120)
+    uplinks = observed_uplinks(history, expected, now=60, rules=RULES)
+    assert uplinks == pytest.approx({("sw1", "out"): 1 + 6, ("sw2", "out"): 2, ("sw3", "out"): 0,
+                                     ("unknown", "out"): 0, ("sw1", "in"): 0, ("sw2", "in"): 0,
+                                     ("sw3", "in"): 1, ("unknown", "in"): 0})
+    predicted = {("sw1", "out"): 1.0, ("sw2", "out"): 0.0, ("sw3", "in"): 1.0}
+    rules = DriftRules(sustain_seconds=0)
+    drifted = assess(predicted, uplinks, {}, 60, rules)
+    assert [v.subject for v in drifted.drifting] == [("sw1", "out"), ("sw2", "out")]
+    message = with_drift(cond.ready(), drifted)["Degraded"].message
+    assert message.startswith(REASON) and "uplink sw1 out carried 7.00 Gbps, predicted 1.00 (ratio 7.00)" in message
+    assert "uplink sw2 out carried 2.00 Gbps, predicted 0.00 (ratio n/a)" in message

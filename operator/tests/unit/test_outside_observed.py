@@ -133,6 +133,10 @@ def test_the_live_check_measures_the_racks_uplinks_only_once_the_map_places_thei
     uplinks = drift.observed_uplinks(history, expected, rules.window_seconds, rules)
     for rack in RACKS:
         assert uplinks[(rack, drift.IN)] == pytest.approx(racks_in[rack] if placed else 0.0)
+    # Placed or not, the racks' bytes leave the cache hosts' switches: each switch's hosts' share of them.
+    count = sum(len(names) for names in hosts.values())
+    for switch, names in hosts.items():
+        assert uplinks[(switch, drift.OUT)] == pytest.approx(sum(racks_in.values()) * len(names) / count)
     # The racks' uplinks judged against the plan, the caches serving as predicted (so the facility is busy).
     subjects = {s: g for s, g in predicted.items() if s[1] == drift.SERVE or s[0] in RACKS}
     serving = {s: g for s, g in subjects.items() if s[1] == drift.SERVE}
