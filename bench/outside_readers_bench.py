@@ -17,7 +17,10 @@ exporters (nothing else: no Kubernetes, no ring file); switchyard's workers
 read as the plan routes them (fabric_scenario.layout). The bytes each uplink
 direction carries are compared with the fair share planner/fairshare.py
 predicts for the plan with the outside readers (Plan.fair), and with the same
-model on the bench's streams (bench/fabric_fairshare.py).
+model on the bench's streams (bench/fabric_fairshare.py). During each run the
+operator's own drift check reads the exporters (bench/drift_watch.py); a
+third run keeps the same readers but leaves them undeclared (issue #31: that
+run must trip PredictionDrift on the uplinks they load, the declared ones not).
 
 Writes bench/results/outside-readers.md and .json (--out, --name). Needs root.
 
@@ -47,6 +50,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from fabric import PREFIX, Fabric, down, host_congestion, namespaces, run as sh, wait_listening  # noqa: E402
 from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, flows  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
+from drift_watch import DriftWatch  # noqa: E402
 from fabric_scenario import Layout, Stream, fabric_for, layout, measure, start_exporter, start_servers  # noqa: E402
 from headline import about  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
@@ -62,7 +66,8 @@ from switchyard.topology import load_topology, read_yaml, snapshot  # noqa: E402
 
 TAG = "o"
 CASE = "nebraska-condor-small"
-VARIANTS = ("outside readers alone", "outside readers and switchyard's workers")
+VARIANTS = {"alone": "outside readers alone", "workers": "outside readers and switchyard's workers",
+            "undeclared": "outside readers and switchyard's workers, the readers not declared"}
 ORIGIN_URL = "root://origin.example.org/"     # what a batch job asks `switchyard route` about
 
 
@@ -91,10 +96,14 @@ def load_case(where: pathlib.Path, name: str, workers: bool) -> Case:
                 [FleetRequest(f.name, f) for f in spec.fleets])
 
 
-def render(case: Case, addresses: dict[str, str], rack_addresses: dict[str, str], name: str = "bench"):
+def render(case: Case, addresses: dict[str, str], rack_addresses: dict[str, str], name: str = "bench",
+           declared: bool = True):
     """The facility as the operator renders it with the fabric's addresses: the nodes' InternalIPs, each
-    outside group's range its reader namespace's address. Returns (outcome, pool name -> clients data)."""
+    outside group's range its reader namespace's address (with `declared`; else without spec.outsideReaders,
+    as a site that has not declared them). Returns (outcome, pool name -> clients data)."""
     doc = json.loads(json.dumps(case.doc))
+    if not declared:
+        doc["spec"].pop("outsideReaders", None)
     for group in doc["spec"].get("outsideReaders", []):
         group["cidrs"] = [f"{rack_addresses[group['name']]}/32"]
     nodes = [dataclasses.replace(n, internal_ips=(addresses[n.name],), client_networks=(f"{addresses[n.name]}/32",))
@@ -141,17 +150,20 @@ def cache_of(url: str, by_address: dict[str, str]) -> str:
     return by_address[address]
 
 
-def outside_streams(topology, routed: dict[str, list[str]], by_address: dict[str, str], files: list[str],
-                    scale: float) -> list[Stream]:
-    """A stream per outside reader, each file from the cache its rack's routing named, in an order of its own."""
+def outside_streams(topology, routed: dict[str, dict[str, str]], files: list[str], scale: float) -> list[Stream]:
+    """A stream per outside reader, each file from the cache its rack's routing named, in an order of its own.
+
+    Each reader is a process of its own, as a batch job is, with its own XRootD connections: in one process
+    XrdCl would carry a rack's readers over one TCP connection per cache, and the racks would split a cache's
+    NIC by connection (TCP's share of a few long flows) rather than by reader (what the fair share models)."""
     streams = []
     for g in topology.outside:
-        caches = dict(zip(files, (cache_of(u, by_address) for u in routed[g.name])))
+        caches = routed[g.name]     # file -> the cache the group's routing names
         for i in range(g.count):
             order = list(files)
             random.Random(f"{g.name}/{i}").shuffle(order)
             streams.append(Stream(g.name, g.name, g.read_gbps * scale, [(caches[f], f) for f in order], True,
-                                  g.read_gbps))
+                                  g.read_gbps, process=f"job{i}"))
     return streams
 
 
@@ -170,8 +182,11 @@ def scrape_served(fabric: Fabric, caches: list[str]) -> dict[str, dict[str, floa
     return out
 
 
-def measure_variant(case: Case, args, log) -> dict:
+def measure_variant(case: Case, args, log, declared: bool = True) -> dict:
     files = [f"/f{i:04d}.root" for i in range(args.files)]
+    # The fabric is laid out, and the readers read, as the plan with the declaration has it; without it
+    # (`declared` False) only what the operator renders differs: the exporters' client map and the plan the
+    # drift check judges against.
     out, _ = render(case, {}, {g.name: "10.40.0.1" for g in case.topology.outside})
     plan = out.plan
     bare = desired_facility("bench", {k: v for k, v in case.doc["spec"].items() if k != "outsideReaders"}, None,
@@ -186,7 +201,8 @@ def measure_variant(case: Case, args, log) -> dict:
     with fabric_for(TAG, case.topology, the, args.scale) as fabric:
         addresses = {n.name: n.ip for n in fabric.nodes}
         by_address = {fabric.node(c).ip: c for c in caches}
-        rendered, clients = render(case, addresses, {g.name: addresses[g.name] for g in case.topology.outside})
+        rendered, clients = render(case, addresses, {g.name: addresses[g.name] for g in case.topology.outside},
+                                   declared=declared)
         if rendered.plan.placement != plan.placement:
             raise RuntimeError("the plan changed with the fabric's addresses")
         switch_of = {h.name: h.switch for h in case.topology.hosts}
@@ -203,16 +219,26 @@ def measure_variant(case: Case, args, log) -> dict:
         for c in caches:
             wait_listening(fabric.node(c).ns, fabric.node(c).ip, DEFAULT_METRICS_PORT)
         exporters = [f"http://{fabric.node(c).ip}:{DEFAULT_METRICS_PORT}" for c in caches]
-        routed = {g.name: published_routes(fabric, g.name, exporters, files) for g in case.topology.outside}
-        differ = {g: sum(cache_of(u, by_address) != homes[f] for u, f in zip(urls, files)) for g, urls in routed.items()}
-        log(f"  routed by switchyard route from the exporters: files whose cache differs from the plan's ring: {differ}")
-        the.streams.extend(outside_streams(case.topology, routed, by_address, files, args.scale))
+        if declared:
+            routed = {g.name: dict(zip(files, (cache_of(u, by_address) for u in published_routes(
+                fabric, g.name, exporters, files)))) for g in case.topology.outside}
+            differ = {g: sum(cache != homes[f] for f, cache in by_file.items()) for g, by_file in routed.items()}
+            log(f"  routed by switchyard route from the exporters: files whose cache differs from the plan's ring: "
+                f"{differ}")
+        else:   # nothing publishes a ring for readers not declared: they read as the declared run's did
+            routed, differ = {g.name: homes for g in case.topology.outside}, None
+        the.streams.extend(outside_streams(case.topology, routed, files, args.scale))
         for s in the.streams:
             for cache, f in s.urls:
                 the.warm[cache].add(f)
         fair_layout = of_layout(case.topology, the, args.scale)
         t0 = time.monotonic()
-        m = measure(fabric, the, args.warmup, args.window, args.repeats, log)
+        watch = DriftWatch(rendered.plan, rendered.status["plan"], args.scale,
+                           {c: (fabric.node(c).ns, f"{url}/metrics") for c, url in zip(caches, exporters)}, sh).start()
+        try:
+            m = measure(fabric, the, args.warmup, args.window, args.repeats, log)
+        finally:
+            watch.stop()
         served = scrape_served(fabric, caches)
         seconds = time.monotonic() - t0
     left = namespaces(PREFIX + TAG + "-")
@@ -233,7 +259,8 @@ def measure_variant(case: Case, args, log) -> dict:
         "fair_gbps": plan.fair.delivered_gbps, "fair_uplinks": dict(plan.fair.uplinks),
         "fair_outside": dict(plan.fair.outside),
         "fair_layout_gbps": fair_layout.delivered_gbps, "fair_layout_uplinks": fair_layout.uplinks,
-        "routed_differ_from_plan": differ, "exporter_served_bytes": served,
+        "routed_differ_from_plan": differ, "exporter_served_bytes": served, "declared": declared,
+        "drift": watch.summary(),
         "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1),
         "seconds": round(seconds, 1), "windows": windows,
     }
@@ -257,6 +284,14 @@ def summarise(r: dict) -> dict:
             "cpu_busy_max": max(w["cpu_busy"] for w in r["windows"]), "delivered": round(delivered, 3),
             "ratio_delivered": round(delivered / r["fair_gbps"], 3) if r["fair_gbps"] else float("nan"),
             "uplinks": uplinks}
+
+
+def drift_lines(d: dict) -> list[str]:
+    """The live drift check's verdict on the run (bench/drift_watch.py)."""
+    return [f"The operator's drift check on the exporters, read {d['reads']} times during the run: "
+            + (f"PredictionDrift on {', '.join(d['drifted_during_run'])}" if d["drifted_during_run"]
+               else "no PredictionDrift") + (f"; at the end: {d['message']}" if d["message"] else "."),
+            "", "Judged at the end: " + ("; ".join(d["verdicts"]) or "nothing") + "."]
 
 
 def within(ratio: float) -> bool:
@@ -293,10 +328,15 @@ def report(results: dict, args, meta: dict) -> str:
                   f"Predicted per-uplink in without the declaration: "
                   + ", ".join(f"{sw} {v['in']:.1f}" for sw, v in r["predicted_uplinks_undeclared"].items())
                   + "; with it: " + ", ".join(f"{sw} {v['in']:.1f}" for sw, v in r["predicted_uplinks"].items()) + " Gbps.",
-                  f"Files whose routed cache differs from the plan's ring: {r['routed_differ_from_plan']}. "
-                  f"CPU headroom before the readers: {r['idle_cores_before']} cores; CPU busy max "
+                  (f"Files whose routed cache differs from the plan's ring: {r['routed_differ_from_plan']}. "
+                   if r["declared"] else "Not declared: the exporters' client map leaves the racks out and the drift "
+                   "check judges against the plan without them; nothing publishes a ring for the racks' readers, so "
+                   "they read each file from the cache the declared plan's ring names, as in the run above (the fair "
+                   "share below is that plan's: the bytes are the same). ")
+                  + f"CPU headroom before the readers: {r['idle_cores_before']} cores; CPU busy max "
                   f"{s['cpu_busy_max']:.0%} ({'valid' if s['valid'] else 'INVALID: CPU bound possible'}).",
                   f"Exporters' served bytes by client_switch: {r['exporter_served_bytes']}.", "",
+                  *drift_lines(r["drift"]), "",
                   "| uplink direction | fair share Gbps | fair share on the bench's streams | measured Gbps | measured ÷ fair |",
                   "|---|---:|---:|---:|---:|"]
         for link, u in s["uplinks"].items():
@@ -311,7 +351,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--case", default=CASE)
     parser.add_argument("--topologies", default=str(ROOT / "bench" / "topologies"))
-    parser.add_argument("--variants", default="alone,workers", help="alone, workers or both")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="a comma list of " + ", ".join(VARIANTS))
     parser.add_argument("--scale", type=float, default=1.5, help="Mbit/s per model Gbps")
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=15.0)
@@ -328,15 +368,17 @@ def main() -> int:
     meta = {"load_start": os.getloadavg()[0], "congestion": host_congestion(), **code_version()}
     results: dict = {}
     try:
-        for variant, key in zip(VARIANTS, ("alone", "workers")):
+        for key, variant in VARIANTS.items():
             if key not in args.variants.split(","):
                 continue
             print(f"{variant}: load {os.getloadavg()[0]:.2f}", flush=True)
-            case = load_case(pathlib.Path(args.topologies), args.case, workers=key == "workers")
-            r = measure_variant(case, args, lambda m: print(m, flush=True))
+            case = load_case(pathlib.Path(args.topologies), args.case, workers=key != "alone")
+            r = measure_variant(case, args, lambda m: print(m, flush=True), declared=key != "undeclared")
             r["summary"] = summarise(r)
             print(f"  measured ÷ fair: delivered {r['summary']['ratio_delivered']}, "
                   + ", ".join(f"{k} {u['ratio']}" for k, u in r["summary"]["uplinks"].items()), flush=True)
+            print(f"  drift check ({r['drift']['reads']} reads): drifted {r['drift']['drifted_during_run'] or 'nowhere'}",
+                  flush=True)
             results[variant] = r
     finally:
         down(PREFIX + TAG + "-")

@@ -397,10 +397,12 @@ class Fabric:
         self.processes.remove(process)
 
     def start_readers(self, node_name: str, streams: list[tuple[list[str], float]],
-                      once: bool = False) -> subprocess.Popen:
-        """The node's reader streams: (URLs read in order round and round, wire Mbit/s pace or 0). With `once`,
-        each stream reads its URLs once and the process exits; reader_report(node) then has their ends."""
-        name = f"readers-{self.node(node_name).ns.removeprefix(self.prefix)}"
+                      once: bool = False, process: str = "") -> subprocess.Popen:
+        """The node's reader streams in one process, sharing its XRootD connections as a Dask worker's threads
+        do: (URLs read in order round and round, wire Mbit/s pace or 0). `process` names another process on
+        the node (a batch job of its own). With `once`, each stream reads its URLs once and the process
+        exits; reader_report(node, process) then has their ends."""
+        name = self._readers_name(node_name, process)
         spec = {"streams": [{"urls": urls, "wire_mbit": mbit} for urls, mbit in streams], "once": once,
                 "report": str(self.workdir / f"{name}.done.json")}
         (self.workdir / f"{name}.done.json").unlink(missing_ok=True)
@@ -408,10 +410,13 @@ class Fabric:
         self.readers.append(process)
         return process
 
-    def reader_report(self, node_name: str) -> dict:
+    def reader_report(self, node_name: str, process: str = "") -> dict:
         """What the node's readers wrote as they ended (fabric_reader.py "report"): each stream's end, failures."""
-        name = f"readers-{self.node(node_name).ns.removeprefix(self.prefix)}"
+        name = self._readers_name(node_name, process)
         return json.loads((self.workdir / f"{name}.done.json").read_text())
+
+    def _readers_name(self, node_name: str, process: str) -> str:
+        return f"readers-{self.node(node_name).ns.removeprefix(self.prefix)}" + (f"-{process}" if process else "")
 
     def stop_readers(self) -> None:
         for process in self.readers:

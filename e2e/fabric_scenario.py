@@ -65,6 +65,8 @@ class Stream:
     urls: list[tuple[str, str]]       # (cache node, file), read in order round and round
     ring: bool
     demand_gbps: float = 0.0          # what the workers it stands for read at most (model Gbps)
+    process: str = ""                 # "": the node's one reader process, whose streams share its XRootD
+                                      # connections (a worker's threads); else a process of its own (a batch job)
 
 
 @dataclass
@@ -270,12 +272,12 @@ def measure(fabric: Fabric, the: Layout, warmup: float, window: float, repeats: 
     cpu1 = cpu_times()
     measured.idle_cores_before = (1 - (cpu1[0] - cpu0[0]) / max(1e-9, cpu1[1] - cpu0[1])) * cores
     log(f"  CPU headroom before the readers start: {measured.idle_cores_before:.2f} of {cores} cores idle")
-    by_node: dict[str, list] = {}
+    by_process: dict[tuple[str, str], list] = {}
     for s in the.streams:
-        by_node.setdefault(s.node, []).append(([f"root://{fabric.node(c).ip}:{PORT}/{f}" for c, f in s.urls],
-                                               s.wire_mbit))
-    for node, streams in sorted(by_node.items()):
-        fabric.start_readers(node, streams)
+        by_process.setdefault((s.node, s.process), []).append(
+            ([f"root://{fabric.node(c).ip}:{PORT}/{f}" for c, f in s.urls], s.wire_mbit))
+    for (node, process), streams in sorted(by_process.items()):
+        fabric.start_readers(node, streams, process=process)
     time.sleep(warmup)
     for _ in range(repeats):
         own0 = process_cpu_seconds(fabric.prefix)

@@ -66,9 +66,12 @@ def test_the_pool_publishes_the_ring_at_the_fabric_addresses_and_places_the_rack
 def test_each_outside_reader_is_a_paced_stream_over_every_file_from_its_routed_cache():
     case, _plan, the = case_layout(False)
     by_address = {"10.77.1.1": "k8s-1-xcache", "10.77.1.2": "k8s-2-xcache"}
-    routed = {g.name: [f"root://10.77.1.{1 + i % 2}:1094/{f}" for i, f in enumerate(FILES)] for g in case.topology.outside}
-    streams = bench.outside_streams(case.topology, routed, by_address, FILES, SCALE)
+    routed = {g.name: {f: by_address[f"10.77.1.{1 + i % 2}"] for i, f in enumerate(FILES)}
+              for g in case.topology.outside}
+    streams = bench.outside_streams(case.topology, routed, FILES, SCALE)
     assert len(streams) == 24 and {s.node for s in streams} == {"condor-a", "condor-b"}
+    # each reader a process of its own (a batch job with its own connections), not the rack's one process
+    assert len({(s.node, s.process) for s in streams}) == 24 and all(s.process for s in streams)
     for s in streams:
         assert s.ring and s.demand_gbps == 6 and s.wire_mbit == 6 * SCALE
         assert sorted(f for _, f in s.urls) == FILES
