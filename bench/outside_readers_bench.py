@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import pathlib
@@ -317,33 +318,39 @@ def report(results: dict, args, meta: dict) -> str:
         f"A window with more than {CPU_LIMIT:.0%} of all cores busy (the machine is shared) is invalid.",
         "",
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; scale {args.scale} Mbit/s per "
-        f"Gbps; {args.repeats} windows × {args.window:.0f} s after {args.warmup:.0f} s warm-up; {args.files} files × "
+        f"Gbps; {args.runs} runs per variant, each on a fabric of its own, the variants in turn; {args.repeats} "
+        f"windows × {args.window:.0f} s after {args.warmup:.0f} s warm-up; {args.files} files × "
         f"{args.file_kib} KiB; TCP {meta.get('congestion', '?')}; run took {meta.get('seconds', float('nan')):.0f} s",
         "",
     ]
-    for variant, r in results.items():
-        s = r["summary"]
+    for variant, runs in results.items():
+        r = runs[0]          # the plan is the same in every run
         lines += [f"## {variant}", "",
                   f"Plan: caches {r['caches']}, workers {r['workers']}, outside {r['outside']}; routing {r['routing']}.",
                   f"Predicted per-uplink in without the declaration: "
                   + ", ".join(f"{sw} {v['in']:.1f}" for sw, v in r["predicted_uplinks_undeclared"].items())
                   + "; with it: " + ", ".join(f"{sw} {v['in']:.1f}" for sw, v in r["predicted_uplinks"].items()) + " Gbps.",
-                  (f"Files whose routed cache differs from the plan's ring: {r['routed_differ_from_plan']}. "
-                   if r["declared"] else "Not declared: the exporters' client map leaves the racks out and the drift "
-                   "check judges against the plan without them; nothing publishes a ring for the racks' readers, so "
-                   "they read each file from the cache the declared plan's ring names, as in the run above (the fair "
-                   "share below is that plan's: the bytes are the same). ")
-                  + f"CPU headroom before the readers: {r['idle_cores_before']} cores; CPU busy max "
-                  f"{s['cpu_busy_max']:.0%} ({'valid' if s['valid'] else 'INVALID: CPU bound possible'}).",
-                  f"Exporters' served bytes by client_switch: {r['exporter_served_bytes']}.", "",
-                  *drift_lines(r["drift"]), "",
-                  "| uplink direction | fair share Gbps | fair share on the bench's streams | measured Gbps | measured ÷ fair |",
-                  "|---|---:|---:|---:|---:|"]
-        for link, u in s["uplinks"].items():
-            lines.append(f"| {link} | {u['fair']:.2f} | {u['fair_layout']:.2f} | {u['measured']:.2f} | "
-                         f"{u['ratio']:.3f}{'' if within(u['ratio']) else ' (outside 0.95–1.05)'} |")
-        lines += [f"| delivered | {r['fair_gbps']:.2f} | {r['fair_layout_gbps']:.2f} | {s['delivered']:.2f} | "
-                  f"{s['ratio_delivered']:.3f} |", ""]
+                  *([] if r["declared"] else [
+                      "Not declared: the exporters' client map leaves the racks out and the drift check judges against "
+                      "the plan without them; nothing publishes a ring for the racks' readers, so they read each file "
+                      "from the cache the declared plan's ring names, as in the runs above (the fair share below is "
+                      "that plan's: the bytes are the same)."]), "",
+                  "| uplink direction | fair share Gbps | fair share on the bench's streams | "
+                  + " | ".join(f"run {i}: measured Gbps (÷ fair)" for i in range(1, len(runs) + 1)) + " |",
+                  "|---|---:|---:|" + "---:|" * len(runs)]
+        for link, u in r["summary"]["uplinks"].items():
+            cells = [(x["summary"]["uplinks"][link]["measured"], x["summary"]["uplinks"][link]["ratio"]) for x in runs]
+            lines.append(f"| {link} | {u['fair']:.2f} | {u['fair_layout']:.2f} | " + " | ".join(
+                f"{m:.2f} ({q:.3f}{'' if within(q) else ', outside 0.95–1.05'})" for m, q in cells) + " |")
+        lines += [f"| delivered | {r['fair_gbps']:.2f} | {r['fair_layout_gbps']:.2f} | " + " | ".join(
+                  f"{x['summary']['delivered']:.2f} ({x['summary']['ratio_delivered']:.3f})" for x in runs) + " |", ""]
+        for i, x in enumerate(runs, 1):
+            lines += [f"Run {i}: CPU headroom before the readers {x['idle_cores_before']} cores, CPU busy max "
+                      f"{x['summary']['cpu_busy_max']:.0%} ({'valid' if x['summary']['valid'] else 'INVALID: CPU bound possible'})"
+                      + (f"; files whose routed cache differs from the plan's ring: {x['routed_differ_from_plan']}"
+                         if x["declared"] else "")
+                      + f"; exporters' served bytes by client_switch: {x['exporter_served_bytes']}.", "",
+                      *drift_lines(x["drift"]), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -355,7 +362,8 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.5, help="Mbit/s per model Gbps")
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=15.0)
-    parser.add_argument("--repeats", type=int, default=3, help="measured windows per variant")
+    parser.add_argument("--repeats", type=int, default=3, help="measured windows per run")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each variant, each on a fabric of its own")
     parser.add_argument("--files", type=int, default=1024, help="files the readers read (more: the ring split closer to its weights)")
     parser.add_argument("--file-kib", type=int, default=512)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -368,10 +376,10 @@ def main() -> int:
     meta = {"load_start": os.getloadavg()[0], "congestion": host_congestion(), **code_version()}
     results: dict = {}
     try:
-        for key, variant in VARIANTS.items():
+        for run, (key, variant) in itertools.product(range(1, args.runs + 1), VARIANTS.items()):
             if key not in args.variants.split(","):
                 continue
-            print(f"{variant}: load {os.getloadavg()[0]:.2f}", flush=True)
+            print(f"{variant}, run {run}: load {os.getloadavg()[0]:.2f}", flush=True)
             case = load_case(pathlib.Path(args.topologies), args.case, workers=key != "alone")
             r = measure_variant(case, args, lambda m: print(m, flush=True), declared=key != "undeclared")
             r["summary"] = summarise(r)
@@ -379,7 +387,7 @@ def main() -> int:
                   + ", ".join(f"{k} {u['ratio']}" for k, u in r["summary"]["uplinks"].items()), flush=True)
             print(f"  drift check ({r['drift']['reads']} reads): drifted {r['drift']['drifted_during_run'] or 'nowhere'}",
                   flush=True)
-            results[variant] = r
+            results.setdefault(variant, []).append(r)
     finally:
         down(PREFIX + TAG + "-")
     meta.update(load_end=os.getloadavg()[0], seconds=round(time.monotonic() - started, 1),
