@@ -151,6 +151,15 @@ HOTSPOTS_ARGS ?=
 bench-hotspots: bench-install deps
 	$(PY) bench/hotspots_bench.py $(HOTSPOTS_ARGS)
 
+# Prestage beside analysis on the emulated fabric (issue 30's prestage acceptance, needs root): switchyard's prestage
+# runner at wanShare 0.5 of a shaped WAN while readers read files no cache holds; the analysis' WAN Gbps ÷ the rest
+# of the WAN, and a pass over the prestaged files with 0 origin bytes; bench/results/prestage.md, .json.
+# PRESTAGE_ARGS e.g. --repeats 1 --windows 2 --window 10 --out /tmp.
+.PHONY: bench-prestage
+PRESTAGE_ARGS ?=
+bench-prestage: bench-install deps
+	$(PY) bench/prestage_bench.py $(PRESTAGE_ARGS)
+
 # Remove every namespace (with its links and processes) a fabric run made (named syfab-*), also after a crash.
 fabric-down:
 	$(PYTHON) e2e/fabric.py down

@@ -1,0 +1,122 @@
+"""The prestage fabric bench's pure parts (bench/prestage_bench.py, issue 30's prestage acceptance): the runner
+started with the Job's own argv and environment, every analysis read a miss (each stream its own files, more
+than its pace reads), the dataset outlasting the windows, and the summary's ratios against the fair share of
+what the WAN share leaves."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "bench"))
+
+import prestage_bench as bench  # noqa: E402
+from fabric_bench import CPU_LIMIT, load_case, placements  # noqa: E402
+from fabric_scenario import layout  # noqa: E402
+from switchyard.planner.flow import ring_weights  # noqa: E402
+from switchyard.planner.hashing import home  # noqa: E402
+from switchyard.prestage.runner import parse_args  # noqa: E402
+from switchyard.routing import RING_FILE_ENV, Router  # noqa: E402
+
+SCALE = 2.0
+MIB = 1 << 20
+
+
+def case_layout():
+    topology, pools, fleets, routing = load_case(bench.CASE)
+    chosen = placements(topology, pools, fleets, routing)["a: switchyard"]
+    the = layout(topology, pools, fleets, chosen.placement, dict(chosen.hash_weights), SCALE, [])
+    (_pool, ring), = ring_weights(topology, pools, chosen.placement, dict(chosen.hash_weights)).items()
+    return topology, the, ring
+
+
+def test_the_case_puts_every_reader_on_the_ring_and_asks_more_than_the_share_leaves():
+    topology, the, ring = case_layout()
+    assert sorted(ring) == ["rack-1-nvme-0", "rack-1-nvme-1"] and sorted(the.caches) == sorted(ring)
+    assert all(s.ring for s in the.streams) and len(the.streams) == 8
+    demand = sum(s.demand_gbps for s in the.streams)
+    assert demand == 32 and topology.wan_gbps == 40
+    assert bench.fair_share(topology.wan_gbps, 0.5, demand) == 20    # the WAN's rest, not the demand, binds
+
+
+def test_each_analysis_stream_reads_files_of_its_own_through_their_ring_homes_and_cannot_run_out():
+    _topology, the, ring = case_layout()
+    seconds = bench.measured_seconds(10, 3, 20)
+    out = bench.analysis_layout(the, ring, seconds, 8 * MIB)
+    files = [f for s in out.streams for _, f in s.urls]
+    assert len(files) == len(set(files))                             # no file read twice: every read a miss
+    assert all(cache == home(f, ring) for s in out.streams for cache, f in s.urls)
+    assert out.warm == {c: set() for c in the.caches}                # nothing warmed first
+    for s in out.streams:
+        # its pace (and the reader's one second of credit) reads less than its list in the measured time
+        assert len(s.urls) * 8 * MIB > s.wire_mbit * 1e6 / 8 * (seconds + 1)
+    assert [s.wire_mbit for s in out.streams] == [s.wire_mbit for s in the.streams]
+
+
+def test_the_dataset_outlasts_the_windows_at_the_budget():
+    seconds = bench.measured_seconds(10, 3, 20)
+    files = bench.dataset(40, seconds, 8 * MIB, 4)
+    assert files[0] == "/p0000.root" and len(set(files)) == len(files)
+    assert (len(files) - 4) * 8 * MIB > 40e6 / 8 * seconds
+
+
+def test_the_runner_gets_the_jobs_argv_and_environment_with_the_runs_paths():
+    job = bench.runner_job(0.5, 0.08, "xcache", 1094, 4)
+    argv = bench.runner_argv(job, "/venv/bin/switchyard", "/w/urls", "/w/ring", "/w/journal", "/w/term")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    start = argv.index("/venv/bin/switchyard")
+    env = dict(a.split("=", 1) for a in argv[1:start])
+    assert argv[0] == "env" and env == {**{e["name"]: e["value"] for e in container["env"]}, RING_FILE_ENV: "/w/ring"}
+    command = argv[start:]
+    assert command[1:len(container["command"])] == [a if a != "/etc/switchyard/prestage/urls" else "/w/urls"
+                                                    for a in container["command"][1:]]
+    args = parse_args(command[2:])
+    assert args.gbps == pytest.approx(0.04) and args.parallel == 4          # wanShare x W, the spec's parallel
+    assert args.urls == ["/w/urls"] and args.journal == "/w/journal" and args.termination_log == "/w/term"
+    # the ring file as the fleets' routing ConfigMap writes it routes as the analysis' homes do
+    ring = {"rack-1-nvme-0": 0.5, "rack-1-nvme-1": 0.5}
+    text = bench.ring_text(ring, {"rack-1-nvme-0": "10.77.1.1", "rack-1-nvme-1": "10.77.1.2"})
+    router = Router.from_env({**env, RING_FILE_ENV: "", "SWITCHYARD_CACHE_RING": ",".join(text.split())})
+    by_address = {"10.77.1.1": "rack-1-nvme-0", "10.77.1.2": "rack-1-nvme-1"}
+    for f in ("/p0000.root", "/p0001.root", "/p0002.root", "/p0003.root"):
+        routed = router.route(f"root://10.77.250.1:1094/{f}")
+        assert routed.endswith(f"/{f}") and by_address[routed.split("//")[1].split(":")[0]] == home(f, ring)
+
+
+def run_of(windows, **extra):
+    return {"model": {"wan_gbps": 40, "share": 0.5, "demand_gbps": 32, "scale": 2.0}, "windows": windows,
+            "dataset_files": 10, "runner_report": {"files_done": 10, "files_failed": 0},
+            "pass_origin_bytes": 300, "pass_ok": True, **extra}
+
+
+def test_the_summary_divides_the_analysis_by_the_rest_of_the_wan_and_the_prestage_by_its_budget():
+    # WAN 78 Mbit/s of 80; the readers' links in 37 Mbit/s: analysis 18.5 Gbps of its 20, prestage 20.5 of 20
+    window = {"wan_mbit": 78.0, "analysis_mbit": 37.0, "cpu_busy": 0.4}
+    busy = {"wan_mbit": 78.0, "analysis_mbit": 20.0, "cpu_busy": CPU_LIMIT + 0.01}
+    s = bench.summarise(run_of([window, busy]))
+    first = s["windows"][0]
+    assert first["wan_gbps"] == 39 and first["wan_used"] == pytest.approx(0.975)
+    assert first["analysis_gbps"] == 18.5 and first["prestage_gbps"] == 20.5 and first["fair_gbps"] == 20
+    assert first["analysis_over_fair"] == pytest.approx(0.925) and first["prestage_over_budget"] == pytest.approx(1.025)
+    assert not s["windows"][1]["valid"] and s["valid_windows"] == 1
+    assert s["analysis_over_fair"] == pytest.approx(0.925) and s["met"]     # the busy window left out
+    assert s["prestaged"] and s["pass_zero"]
+
+
+def test_a_valid_window_under_the_bound_fails_the_run_and_demand_below_the_rest_is_the_fair_share():
+    low = {"wan_mbit": 78.0, "analysis_mbit": 34.0, "cpu_busy": 0.3}      # 17 of 20: 0.85
+    ok = {"wan_mbit": 78.0, "analysis_mbit": 38.0, "cpu_busy": 0.3}
+    s = bench.summarise(run_of([ok, low]))
+    assert not s["met"] and s["analysis_over_fair_min"] == pytest.approx(0.85)
+    assert bench.fair_share(40, 0.5, 12) == 12
+    assert bench.summarise(run_of([low], model={"wan_gbps": 40, "share": 0.5, "demand_gbps": 17,
+                                               "scale": 2.0}))["met"]
+    # every window CPU-bound: no verdict of met, the figures still shown over all of them
+    s = bench.summarise(run_of([{**ok, "cpu_busy": 0.9}]))
+    assert not s["met"] and s["valid_windows"] == 0 and s["analysis_over_fair"] == pytest.approx(0.95)
+    # the pass read file data from the origin, or the prestage did not finish
+    assert not bench.summarise(run_of([ok], pass_origin_bytes=1 << 20))["pass_zero"]
+    assert not bench.summarise(run_of([ok], runner_report={"files_done": 9, "files_failed": 1}))["prestaged"]
