@@ -13,7 +13,7 @@ from ..api.xcachepool import HotFile
 from ..builders.workerfleet import routing_data
 from ..builders.xcachepool import build_pool, endpoint
 from ..observe.cachedisk import HostDisk, UnmountedDisk, full_hosts_message, unmounted_message
-from ..observe.clientmap import UNKNOWN, is_network
+from ..observe.clientmap import UNATTRIBUTED, UNKNOWN, is_network
 from ..policy.imagepolicy import refusal
 from ..policy.settings import Settings
 from ..topology import NodeInfo
@@ -49,7 +49,7 @@ def client_networks(nodes: Sequence[NodeInfo], switch_label: str,
     out: dict[str, set[str]] = {}
     for node in nodes:
         switch = node.label(switch_label)
-        if switch and switch != UNKNOWN:
+        if switch and switch not in (UNKNOWN, UNATTRIBUTED):
             out.setdefault(switch, set()).update(n for n in node.client_networks if is_network(n))
     for switch, cidrs in (outside or {}).items():
         out.setdefault(switch, set()).update(cidrs)

@@ -40,7 +40,8 @@ JOINS = """\
   / on (switch) max by (switch) (switchyard_plan_uplink_capacity_gbps{facility="F"})`.
 - Bytes read across switches, from Prometheus alone (serving switch `switch`,
   reading switch `client_switch`, `unknown` for readers the client map does not
-  place, which leave `switch` by its uplink):
+  place, which leave `switch` by its uplink, `unattributed` for bytes tied to
+  no reader):
   `sum by (switch, client_switch) (rate(switchyard_xcache_served_bytes_total[5m])) * 8`;
   the operator's per-uplink figure is `switchyard_observed_uplink_gbps{facility="F"}`.
 - Errors: `switchyard_reconciles_total{result!="ok"}` (`retry`: the reconcile
@@ -125,8 +126,8 @@ the xrootd summary it comes from.
   not know (a machine outside Kubernetes not declared, or a Node without the
   switch label): its bytes count `out` though they never leave the switch.
   Bytes the exporter cannot tie to a reader (a file opened before the
-  exporter started, a lost login record) are `unknown` and count the same
-  way. A cluster whose pods take addresses outside their Node's pod CIDR (a
+  exporter started, a lost login record) are `client_switch="unattributed"`
+  and count in no uplink: they may be anyone's. A cluster whose pods take addresses outside their Node's pod CIDR (a
   network plugin with an IPAM of its own) has its pods `unknown` too: its
   uplinks are not observed correctly.
 - **Not observed.** Bytes are counted when xrootd reports

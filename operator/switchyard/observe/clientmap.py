@@ -3,7 +3,9 @@
 The operator renders it from the Nodes (InternalIPs and spec.podCIDR, by the
 facility's switch label); the exporter looks each reader's address up in it,
 longest prefix first. An address that matches nothing, or a host name, is
-"unknown": the label's values are the facility's switches plus that one.
+"unknown": the label's values are the facility's switches plus that one, and
+"unattributed" for bytes the exporter can tie to no reader at all
+(xrootd/monitoring.py: a file opened before it started, a login it never saw).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 UNKNOWN = "unknown"
+UNATTRIBUTED = "unattributed"   # xrootd/monitoring.py's UNATTRIBUTED (the decoder imports nothing of observe/)
 KEY = "clients.json"
 SEEN_LIMIT = 65_536  # addresses remembered (then forgotten at once: a bound, not an LRU)  # the ConfigMap key, and the file name once mounted
 
@@ -57,7 +60,7 @@ class ClientMap:
         """switch -> addresses or CIDRs; raises InvalidClientMap for a malformed one."""
         pairs = []
         for switch, cidrs in switches.items():
-            if not isinstance(switch, str) or not switch or switch == UNKNOWN:
+            if not isinstance(switch, str) or not switch or switch in (UNKNOWN, UNATTRIBUTED):
                 raise InvalidClientMap(f"switch name {switch!r} is not usable")
             for cidr in cidrs:
                 try:

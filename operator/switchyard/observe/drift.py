@@ -50,7 +50,7 @@ from .. import conditions as cond
 from ..api import reasons
 from ..api.analysisfacility import DriftStatus
 from ..api.uplinkscore import DIRECTIONS, IN, OUT
-from .clientmap import UNKNOWN
+from .clientmap import UNATTRIBUTED, UNKNOWN
 from .exporterspec import PREFIX
 
 REASON = reasons.PREDICTION_DRIFT
@@ -443,14 +443,17 @@ def host_flows(reading: HostFlows) -> tuple[tuple[tuple[str, str], float], ...]:
     outside readers' ranges. The exception: a reader on the cache's own
     switch the map does not know (a machine outside Kubernetes not declared
     in spec.outsideReaders, or a Node without the switch label) is counted
-    out though its bytes never leave the switch; so are bytes the exporter
-    could not tie to a reader (a file opened before it started). A cluster
+    out though its bytes never leave the switch. Bytes the exporter could tie
+    to no reader ('unattributed': a file opened before it started) are left
+    out: they may be anyone's, and an exporter restarted under long reads
+    would otherwise put them on the uplink for as long as those files stay
+    open. A cluster
     whose pods take addresses outside their Node's spec.podCIDR (a CNI with
     an IPAM of its own) breaks the premise itself: its pods are all
     'unknown', its uplinks are not observed correctly (docs/metrics.md).
     """
     flows = {(reading.switch, client): value for client, value in reading.served.items()
-             if client != reading.switch}
+             if client not in (reading.switch, UNATTRIBUTED)}
     flows[(ORIGIN, reading.switch)] = reading.origin_bytes
     return tuple(sorted(flows.items()))
 

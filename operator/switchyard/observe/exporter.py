@@ -49,7 +49,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .clientmap import UNKNOWN, ClientMap, InvalidClientMap
+from .clientmap import UNATTRIBUTED, UNKNOWN, ClientMap, InvalidClientMap
 from .exporterspec import (
     DEFAULT_METRICS_PORT, FAMILIES, HOT_FILE_FLOOR_BYTES_PER_SECOND, HOT_FILES_SHOWN, LABELS, PREFIX,
 )
@@ -215,8 +215,8 @@ class XCacheCollector(Collector):
         yield _sample("files_closed", labels, totals.files_closed)
         served = _family("served_bytes")
         by_switch = totals.clients.by_switch
-        # Every switch of the map and 'unknown' from the start, so rate() sees the first bytes.
-        for switch in sorted(self.client_switches | by_switch.keys() | {UNKNOWN}):
+        # Every switch of the map, 'unknown' and 'unattributed' from the start, so rate() sees the first bytes.
+        for switch in sorted(self.client_switches | by_switch.keys() | {UNKNOWN, UNATTRIBUTED}):
             served.add_metric([*labels, switch], by_switch.get(switch, 0))
         yield served
 

@@ -46,7 +46,8 @@ FAMILIES = {f.name: f for f in (
     Family("open_files", "gauge", "Files open now (ofs file handles)."),
     Family("xrootd_start_time_seconds", "gauge", "When the reporting xrootd started (Unix time)."),
     Family("served_bytes", "counter", "Bytes clients read from this cache (f-stream), by the switch the reader "
-           "sits behind (the mounted client map; 'unknown' when not in it).", ('client_switch',)),
+           "sits behind (the mounted client map; 'unknown' when not in it, 'unattributed' when the exporter saw no open "
+           "or login for the file: opened before it started).", ('client_switch',)),
     Family("monitoring_packets", "counter", "Monitoring packets received, by kind.", ('kind',)),
     Family("space_total_bytes", "gauge", "Size of a cache space (its disks' filesystems, each once).", ('space',)),
     Family("space_used_bytes", "gauge", "Bytes used in a cache space (size minus free), what pfc.diskusage compares with the water marks.", ('space',)),

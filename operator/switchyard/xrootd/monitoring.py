@@ -32,7 +32,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-UNKNOWN_SWITCH = "unknown"  # the client switch of bytes whose reader is not known (see clientmap.py)
+UNKNOWN_SWITCH = "unknown"  # the client switch of bytes whose reader's address the map does not place (clientmap.py)
+UNATTRIBUTED = "unattributed"  # ... of bytes tied to no reader at all: the file's open or its login never seen
 
 # Binary monitoring record codes XRootD may send to a monitor destination
 # (XrdXrootdMonData.hh); 'g', 'u' and 'f' carry something we decode.
@@ -336,7 +337,9 @@ class ClientTotals:
     `switch_of` at the open (so a later map change never moves bytes already
     counted between labels). Transfer records carry a file's totals so far: only
     the growth since the last record is added. A file opened before the exporter
-    started, or by a login it never saw, counts as UNKNOWN_SWITCH.
+    started, or by a login it never saw, counts as UNATTRIBUTED: not 'unknown',
+    which says the reader is outside the map (behind another uplink), while
+    these may be anyone's (the drift check leaves them out).
 
     The same growth is added to `path_reads` under the file's path (when its open
     record named one): the per-file read load, which the exporter drains after
@@ -365,10 +368,10 @@ class ClientTotals:
     def _add_event(self, event: FileEvent) -> None:
         if isinstance(event, FileOpened):
             host = self._users.get(event.user_id) if event.user_id is not None else None
-            switch = self.switch_of(host) if host is not None else UNKNOWN_SWITCH
+            switch = self.switch_of(host) if host is not None else UNATTRIBUTED
             _remember(self._files, event.file_id, _OpenFile(switch, path=event.path), self.max_tracked)
         elif isinstance(event, FileRead):
-            entry = self._files.get(event.file_id) or _OpenFile(UNKNOWN_SWITCH)
+            entry = self._files.get(event.file_id) or _OpenFile(UNATTRIBUTED)
             if event.read_bytes > entry.counted:
                 growth = event.read_bytes - entry.counted
                 self.by_switch[entry.client_switch] = self.by_switch.get(entry.client_switch, 0) + growth

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from switchyard.observe.clientmap import UNKNOWN, ClientMap, InvalidClientMap, client_address, render
+from switchyard.observe.clientmap import UNATTRIBUTED, UNKNOWN, ClientMap, InvalidClientMap, client_address, render
 from switchyard.observe.exporter import ClientMapFile, ExporterSettings, XCacheCollector
 from switchyard.xrootd.monitoring import (
     CacheTotals, FileOpened, FileRead, FileStream, MalformedPacket, UserGone, UserLogin, decode,
@@ -77,8 +77,9 @@ def test_bytes_go_to_the_switch_of_the_reader_who_opened_the_file():
                    _fstream(_xfr(10, 40, closed=True), _xfr(11, 4000, 500), _xfr(12, 7, closed=True), _disc(1)),
                    _fstream(_xfr(11, 4000, 500, closed=True), _xfr(99, 5))):
         totals.add(decode(packet))
-    # File 11 grew 1500 -> 4500 over three records: counted once, as its growth.
-    assert totals.clients.by_switch == {"sw1": 40, "sw2": 4500, UNKNOWN: 7 + 5}
+    # File 11 grew 1500 -> 4500 over three records: counted once, as its growth. A host name is in no map
+    # ('unknown': a reader elsewhere); file 99's open was never seen ('unattributed': anyone's).
+    assert totals.clients.by_switch == {"sw1": 40, "sw2": 4500, UNKNOWN: 7, UNATTRIBUTED: 5}
     assert 1 not in totals.clients._users and 11 not in totals.clients._files
 
 
@@ -165,7 +166,7 @@ def test_collector_serves_bytes_by_client_switch_and_follows_the_map_file(tmp_pa
     map_file = ClientMapFile(str(path))
     assert map_file.refresh() and not map_file.refresh()
     collector.use_client_map(map_file.map)
-    assert _served(collector) == {"sw1": 0, "sw2": 0, UNKNOWN: 0}
+    assert _served(collector) == {"sw1": 0, "sw2": 0, UNKNOWN: 0, UNATTRIBUTED: 0}
     for packet in (_login(1, "[::10.0.2.4]"), _fstream(_open(1, 1), _xfr(1, 300, closed=True))):
         collector.receive(packet, 0.0)
     path.write_text("{broken")
@@ -175,7 +176,7 @@ def test_collector_serves_bytes_by_client_switch_and_follows_the_map_file(tmp_pa
     collector.use_client_map(map_file.map)
     collector.receive(_fstream(_open(2, 1), _xfr(2, 5, closed=True)), 0.0)
     # sw2's counter stays (a counter never vanishes while the process lives); sw3 is new.
-    assert _served(collector) == {"sw2": 300, "sw3": 5, UNKNOWN: 0}
+    assert _served(collector) == {"sw2": 300, "sw3": 5, UNKNOWN: 0, UNATTRIBUTED: 0}
     assert collector.packets["user"] == 1 and collector.packets["fstream"] == 2 and collector.malformed == 0
 
 

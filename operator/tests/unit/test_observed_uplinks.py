@@ -40,7 +40,7 @@ def test_parse_flows_reads_a_real_collector():
     registry.register(collector)
     [flows] = parse_flows(generate_latest(registry).decode())
     assert (flows.pool, flows.host, flows.switch) == ("pool", "node-1", "sw1")
-    assert dict(flows.served) == {"sw1": 50, "sw2": 700, "unknown": 9}
+    assert dict(flows.served) == {"sw1": 50, "sw2": 700, "unknown": 9, "unattributed": 0}
     assert flows.started > 0 and flows.origin_bytes == 0
     assert parse_flows("not metrics {") == []
 
@@ -117,3 +117,14 @@ def test_readers_the_map_does_not_place_load_the_cache_switch_out_and_drift_ther
     message = with_drift(cond.ready(), drifted)["Degraded"].message
     assert message.startswith(REASON) and "uplink sw1 out carried 7.00 Gbps, predicted 1.00 (ratio 7.00)" in message
     assert "uplink sw2 out carried 2.00 Gbps, predicted 0.00 (ratio n/a)" in message
+
+
+def test_bytes_tied_to_no_reader_load_no_uplink():
+    """'unattributed' bytes (a file opened before the exporter started) may be anyone's, a reader on the cache's
+    own switch most of all: an exporter restarted under long local reads must not put them on the uplink."""
+    expected = {"sw1": [("pool", "a")], "sw2": []}
+    history = record_flows({}, [_reading("a", "sw1", {"sw2": 0, "unattributed": 0}, 0)], seen=0, keep_seconds=120)
+    history = record_flows(history, [_reading("a", "sw1", {"sw2": 1 * 60 * GB, "unattributed": 9 * 60 * GB}, 0)],
+                           seen=60, keep_seconds=120)
+    assert observed_uplinks(history, expected, now=60, rules=RULES) == pytest.approx(
+        {("sw1", "out"): 1, ("sw2", "out"): 0, ("sw1", "in"): 0, ("sw2", "in"): 1})
