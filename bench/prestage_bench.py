@@ -43,6 +43,7 @@ import os
 import pathlib
 import statistics
 import sys
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -50,9 +51,9 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fabric import ORIGIN_IP, PORT, PREFIX, down, host_congestion, namespaces  # noqa: E402
+from fabric import ORIGIN_IP, PORT, PREFIX, down, host_congestion, namespaces, run as sh  # noqa: E402
 from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, load_case, placements  # noqa: E402
-from fabric_reader import CREDIT  # noqa: E402
+from fabric_reader import CREDIT, WIRE_PER_PAYLOAD  # noqa: E402
 from fabric_scenario import Layout, fabric_for, layout, measure, start_servers  # noqa: E402
 from headline import about  # noqa: E402
 from switchyard.api.prestage import CachePrestageSpec  # noqa: E402
@@ -60,7 +61,7 @@ from switchyard.builders.prestage import URLS_DIR, URLS_KEY, build_prestage  # n
 from switchyard.desired import validate  # noqa: E402
 from switchyard.planner.flow import ring_weights  # noqa: E402
 from switchyard.planner.hashing import home  # noqa: E402
-from switchyard.prestage import parse_report  # noqa: E402
+from switchyard.prestage import METRICS_PORT, READ_BYTES, parse_report  # noqa: E402
 from switchyard.routing import RING_FILE_ENV, ring_entry  # noqa: E402
 
 TAG = "p"
@@ -69,6 +70,7 @@ ACCEPTED = 0.9            # issue 30: the analysis keeps at least this much of i
 MARGIN = 1.25             # each list's bytes over what its pace reads in the measured time: no list runs out
 PASS_OVERHEAD = 64 * 1024  # the pass's origin bytes below which none was file data (opens, stats: one block is 1 MiB)
 HEADROOM_SECONDS = 2      # fabric_scenario.measure's CPU reading before the readers start
+SAMPLE_SECONDS = 1.0      # the series beside the windows: what each window's average is made of
 
 
 # ---------------------------------------------------------------- the set-up (pure)
@@ -94,10 +96,16 @@ def analysis_layout(the: Layout, ring: dict[str, float], seconds: float, file_by
     return dataclasses.replace(the, streams=streams, warm={c: set() for c in the.caches})
 
 
-def dataset(budget_mbit: float, seconds: float, file_bytes: int, parallel: int) -> list[str]:
-    """The prestage's files: more than its pace reads over `seconds`, and the files the caches' prefetch may
-    hold ahead of the runner's reads, so it still fetches when the last window ends."""
-    return [f"/p{n:04d}.root" for n in range(files_for(budget_mbit, seconds, file_bytes) + parallel)]
+def dataset(budget_mbit: float, seconds: float, file_bytes: int, parallel: int, lead_bytes: int) -> list[str]:
+    """The prestage's files: more than its pace reads over `seconds`, and what the caches' prefetch holds ahead of
+    the runner's reads (`lead_bytes` per file read at once), so it still fetches when the last window ends."""
+    lead = math.ceil(parallel * min(lead_bytes, file_bytes) * MARGIN / file_bytes)
+    return [f"/p{n:04d}.root" for n in range(files_for(budget_mbit, seconds, file_bytes) + lead)]
+
+
+def prefetch_bytes(pool) -> int:
+    """What a cache of the pool reads ahead of a reader in a file (pfc.prefetch blocks of pfc.blocksize)."""
+    return pool.body.pfc.prefetch_blocks * pool.body.pfc.block_size_kib * 1024
 
 
 def runner_job(share: float, wan_gbps: float, pool: str, port: int, parallel: int) -> dict:
@@ -126,6 +134,55 @@ def runner_argv(job: dict, switchyard: str, urls: str, ring: str, journal: str, 
 def ring_text(ring: dict[str, float], addresses: dict[str, str]) -> str:
     """The routing ConfigMap's ring key at the fabric's addresses (one entry a line, as the fleets' is)."""
     return "".join(f"{ring_entry(name, f'{addresses[name]}:{PORT}', weight)}\n" for name, weight in sorted(ring.items()))
+
+
+# ---------------------------------------------------------------- the series beside the windows
+
+class Sampler(threading.Thread):
+    """Every SAMPLE_SECONDS until stopped: (seconds, the WAN's bytes out of the origin, the readers' bytes in, both
+    as the shapers sent them, and the runner's bytes read from its /metrics, -1 when it did not answer)."""
+
+    def __init__(self, fabric, workers: list[str], runner_ns: str) -> None:
+        super().__init__(daemon=True)
+        self.fabric, self.workers, self.runner_ns = fabric, workers, runner_ns
+        self.series: list[tuple[float, int, int, int]] = []
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+
+    def runner_read(self) -> int:
+        done = sh("ip", "netns", "exec", self.runner_ns, "curl", "-s", "--max-time", "0.5",
+                  f"http://127.0.0.1:{METRICS_PORT}/metrics", check=False)
+        return next((int(float(line.split()[-1])) for line in done.stdout.splitlines()
+                     if line.startswith(READ_BYTES + " ")), -1)
+
+    def run(self) -> None:
+        while not self.stop.wait(max(0.0, self.t0 + (len(self.series) + 1) * SAMPLE_SECONDS - time.monotonic())):
+            wire = self.fabric.wire_counters()
+            self.series.append((round(time.monotonic() - self.t0, 3), wire["wan"][0],
+                                sum(wire[f"host:{n}"][1] for n in self.workers), self.runner_read()))
+
+
+def series_rates(series: list, model: dict) -> list[dict]:
+    """Each interval of the series as model Gbps: the WAN's prestage (the WAN less the readers' in, wire) and
+    the runner's own reads (payload, counted on the wire as a full frame carries it), ÷ the prestage's budget."""
+    budget = model["wan_gbps"] * model["share"]
+    out = []
+    for (t0, wan0, in0, read0), (t1, wan1, in1, read1) in zip(series, series[1:]):
+        gbps = 8 / (t1 - t0) / 1e6 / model["scale"]
+        prestage = ((wan1 - wan0) - (in1 - in0)) * gbps
+        runner = (read1 - read0) * WIRE_PER_PAYLOAD * gbps if read0 >= 0 and read1 >= 0 else None
+        out.append({"t": t1, "prestage_over_budget": round(prestage / budget, 3),
+                    "runner_over_budget": None if runner is None else round(runner / budget, 3)})
+    return out
+
+
+def spread(values: list[float]) -> dict:
+    """p10, median, p90 and max of a series (empty: {})."""
+    if len(values) < 2:
+        return {}
+    deciles = statistics.quantiles(values, n=10)
+    return {"p10": round(deciles[0], 3), "p50": round(statistics.median(values), 3), "p90": round(deciles[-1], 3),
+            "max": round(max(values), 3)}
 
 
 # ---------------------------------------------------------------- the figures (pure)
@@ -157,7 +214,11 @@ def summarise(run: dict) -> dict:
     use = valid or windows
     ratios = [w["analysis_over_fair"] for w in use]
     report = run.get("runner_report") or {}
+    seconds = series_rates(run.get("series", []), run["model"])
     return {"windows": windows, "valid_windows": len(valid),
+            "per_second_prestage": spread([s["prestage_over_budget"] for s in seconds]),
+            "per_second_runner": spread([s["runner_over_budget"] for s in seconds
+                                         if s["runner_over_budget"] is not None]),
             "analysis_over_fair": round(statistics.fmean(ratios), 3), "analysis_over_fair_min": min(ratios),
             "prestage_over_budget": round(statistics.fmean(w["prestage_over_budget"] for w in use), 3),
             "met": bool(valid) and min(w["analysis_over_fair"] for w in valid) >= ACCEPTED,
@@ -179,7 +240,8 @@ def measure_repeat(case, args, log) -> dict:
     the = analysis_layout(the, ring, seconds, file_bytes)
     wan_mbit = topology.wan_gbps * args.scale
     budget_mbit = args.share * wan_mbit
-    files = dataset(budget_mbit, seconds, file_bytes, args.parallel)
+    (pool_request,) = [p for p in pools if p.name == pool]
+    files = dataset(budget_mbit, seconds, file_bytes, args.parallel, prefetch_bytes(pool_request))
     demand = sum(s.demand_gbps for s in the.streams)
     model = {"wan_gbps": topology.wan_gbps, "share": args.share, "demand_gbps": demand, "scale": args.scale}
     caches, workers = sorted(the.caches), sorted(the.workers)
@@ -200,7 +262,13 @@ def measure_repeat(case, args, log) -> dict:
         runner_ns = fabric.node(caches[0]).ns
         started = time.monotonic()
         runner = fabric.spawn(runner_ns, argv, work / "prestage-runner.log")
-        m = measure(fabric, the, args.warmup, args.window, args.windows, log)
+        sampler = Sampler(fabric, workers, runner_ns)
+        sampler.start()
+        try:
+            m = measure(fabric, the, args.warmup, args.window, args.windows, log)
+        finally:
+            sampler.stop.set()
+            sampler.join(timeout=10)
         left = max(60.0, len(files) * file_bytes * 8 / (budget_mbit * 1e6) * 1.5)
         runner.wait(timeout=left)
         took = time.monotonic() - started
@@ -234,7 +302,7 @@ def measure_repeat(case, args, log) -> dict:
             "runner_mean_over_budget": round(read_bytes * 8 / took / (budget_mbit * 1e6), 3),
             "runner_log_tail": runner_log.splitlines()[-3:],
             "idle_cores_before": round(m.idle_cores_before, 2), "windows": windows,
-            "pass_origin_bytes": pass_bytes, "pass_ok": pass_ok}
+            "pass_origin_bytes": pass_bytes, "pass_ok": pass_ok, "series": sampler.series}
 
 
 # ---------------------------------------------------------------- report
@@ -298,6 +366,13 @@ def report(results: list[dict], args, meta: dict) -> str:
             f"{r['runner_exit']}, {rep.get('files_done', '?')}/{r['dataset_files']} files done, "
             f"{rep.get('files_failed', '?')} failed; the pass: {r['pass_origin_bytes']} origin bytes "
             f"({'0 file bytes' if s['pass_zero'] else 'NOT 0'})")
+        if s["per_second_prestage"]:
+            p, q = s["per_second_prestage"], s["per_second_runner"]
+            lines.append(f"  - second by second (from the runner's start to the last window's end): the prestage's WAN "
+                         f"÷ budget p10 {p['p10']:.2f}, median {p['p50']:.2f}, p90 {p['p90']:.2f}, max {p['max']:.2f}; "
+                         "the runner's own reads (its /metrics, payload counted as full frames) ÷ budget "
+                         + (f"p10 {q['p10']:.2f}, median {q['p50']:.2f}, p90 {q['p90']:.2f}, max {q['max']:.2f}"
+                            if q else "not read"))
     valid = [w["analysis_over_fair"] for r in results for w in r["summary"]["windows"] if w["valid"]]
     if valid:
         lines += ["", f"Over every valid window: analysis ÷ fair share {statistics.fmean(valid):.3f} "

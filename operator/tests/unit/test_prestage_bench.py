@@ -56,11 +56,16 @@ def test_each_analysis_stream_reads_files_of_its_own_through_their_ring_homes_an
     assert [s.wire_mbit for s in out.streams] == [s.wire_mbit for s in the.streams]
 
 
-def test_the_dataset_outlasts_the_windows_at_the_budget():
+def test_the_dataset_outlasts_the_windows_at_the_budget_and_the_prefetch_lead():
+    _topology, pools, _fleets, _routing = load_case(bench.CASE)
+    lead = bench.prefetch_bytes(pools[0])
+    assert lead == 10 * MIB                                          # pfc.prefetch 10 blocks of 1 MiB
     seconds = bench.measured_seconds(10, 3, 20)
-    files = bench.dataset(40, seconds, 8 * MIB, 4)
-    assert files[0] == "/p0000.root" and len(set(files)) == len(files)
-    assert (len(files) - 4) * 8 * MIB > 40e6 / 8 * seconds
+    for file_mib in (8, 64):
+        files = bench.dataset(40, seconds, file_mib * MIB, 4, lead)
+        assert files[0] == "/p0000.root" and len(set(files)) == len(files)
+        # what the pace reads over the windows, and the caches' lead on the 4 files read at once, leave files
+        assert len(files) * file_mib * MIB > 40e6 / 8 * seconds + 4 * min(lead, file_mib * MIB)
 
 
 def test_the_runner_gets_the_jobs_argv_and_environment_with_the_runs_paths():
@@ -84,6 +89,20 @@ def test_the_runner_gets_the_jobs_argv_and_environment_with_the_runs_paths():
     for f in ("/p0000.root", "/p0001.root", "/p0002.root", "/p0003.root"):
         routed = router.route(f"root://10.77.250.1:1094/{f}")
         assert routed.endswith(f"/{f}") and by_address[routed.split("//")[1].split(":")[0]] == home(f, ring)
+
+
+def test_the_series_gives_the_prestage_and_the_runner_second_by_second_against_the_budget():
+    model = {"wan_gbps": 40, "share": 0.5, "demand_gbps": 32, "scale": 2.0}
+    mbyte = 1_000_000
+    # second 1: WAN 10 MB, readers 5 MB: prestage 5 MB/s = 40 Mbit/s = 20 model Gbps, the budget; the runner read
+    # 4.5 MB of payload (4.7 on the wire); second 2: a burst of 10 MB for the prestage, the runner unread (-1)
+    series = [(0.0, 0, 0, 0), (1.0, 10 * mbyte, 5 * mbyte, 4_500_000), (2.0, 25 * mbyte, 10 * mbyte, -1)]
+    rates = bench.series_rates(series, model)
+    assert rates[0]["prestage_over_budget"] == pytest.approx(1.0)
+    assert rates[0]["runner_over_budget"] == pytest.approx(0.9 * 1514 / 1448, abs=1e-3)
+    assert rates[1]["prestage_over_budget"] == pytest.approx(2.0) and rates[1]["runner_over_budget"] is None
+    assert bench.spread([1.0]) == {}
+    assert bench.spread([float(v) for v in range(11)]) == {"p10": 0.2, "p50": 5.0, "p90": 9.8, "max": 10.0}
 
 
 def run_of(windows, **extra):
