@@ -76,17 +76,20 @@ e2e: install tools
 # summaries stopped for over 30 s (a plain UDP listener saw them stop too: the xrootd, not the
 # exporter; never alone, in a dozen runs), and the routing rig measures every read by those summaries.
 REAL_NODE_TESTS := e2e/test_real_nodes.py e2e/test_network_policy_real.py e2e/test_ring_real.py e2e/test_leader_real.py
-test: install deps tools images
+# The real-node modules, then the kind e2e (kind-run), run beside the rest: one after the other, as
+# both start kubelets on this machine and kind's removal clears the CNI chains once no pod is left.
+test: install deps tools images kind-deps
 	@mkdir -p $(CACHE)/e2e-logs
 	@CI=1 $(PY) -m pytest -q operator/tests/integration; integration=$$?; \
-	CI=1 SWITCHYARD_REAL_NODES=1 nice -n 10 $(PY) -m pytest -q -p no:cacheprovider $(REAL_NODE_TESTS) \
+	{ CI=1 SWITCHYARD_REAL_NODES=1 nice -n 10 $(PY) -m pytest -q -p no:cacheprovider $(REAL_NODE_TESTS); real_rc=$$?; \
+	  nice -n 10 $(MAKE) --no-print-directory kind-run KIND_KEEP=0 || real_rc=1; exit $$real_rc; } \
 	  >$(CACHE)/e2e-logs/make-test-real-nodes.log 2>&1 & real=$$!; \
 	CI=1 $(PY) -m pytest -q operator/tests e2e --ignore=operator/tests/integration $(addprefix --ignore=,$(REAL_NODE_TESTS)); rest=$$?; \
 	[ $$integration -eq 0 ] || rest=1; \
 	wait $$real; real_rc=$$?; \
-	echo "=== the real-node e2e ($(REAL_NODE_TESTS)), run beside the above ==="; \
+	echo "=== the real-node e2e ($(REAL_NODE_TESTS)) and the kind e2e, run beside the above ==="; \
 	cat $(CACHE)/e2e-logs/make-test-real-nodes.log; \
-	echo "make test: the rest exited $$rest, the real-node e2e $$real_rc"; \
+	echo "make test: the rest exited $$rest, the real-node and kind e2e $$real_rc"; \
 	[ $$rest -eq 0 ] && [ $$real_rc -eq 0 ]
 
 demo: install tools
@@ -214,13 +217,17 @@ realnodes-down: install
 # images loaded, the chart installed under Pod Security "restricted", e2e/kind/facility.yaml Ready with
 # its caches and workers on the planned switches and a read through a cache (e2e/kind/up.sh); then
 # everything removed, also when a step failed (KIND_KEEP=1 keeps a good
-# cluster: $(CACHE)/kind/kubeconfig). Needs root. Not part of `make test`.
-.PHONY: kind-deps e2e-kind kind-down
+# cluster: $(CACHE)/kind/kubeconfig). Needs root. `make test` runs it too (kind-run: without the prerequisites,
+# which `make test` has already made), after the real-node modules.
+.PHONY: kind-deps e2e-kind kind-run kind-down
 KIND_KEEP ?= 0
 kind-deps: realnode-deps ## podman, the CNI dnsname plugin, /lib/modules (needs root and apt)
 	bash hack/install-kind-deps.sh >/dev/null
 
 e2e-kind: kind-deps tools images
+	$(MAKE) --no-print-directory kind-run
+
+kind-run:
 	bash hack/build-images.sh kind
 	bash e2e/kind/up.sh; rc=$$?; \
 	  PATH=$(CACHE)/bin:$$PATH kubectl --kubeconfig $(CACHE)/kind/kubeconfig get analysisfacility kind 2>/dev/null; \
