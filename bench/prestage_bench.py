@@ -15,12 +15,19 @@ origin behind the WAN link shaped to W = wanGbps x scale and the real caches fro
    the worker nodes) read files no cache holds, each stream a list of its own read once through the ring's
    home of each file: every byte they read crosses the WAN;
 3. windows while both read (fabric_scenario.measure): from the shapers' counters, the WAN's bytes (the origin's
-   link out), the analysis' (the worker nodes' links in: each is a miss), the prestage's the difference;
+   link out) and the analysis' reads (the worker nodes' links in: each a miss); the rest of the WAN is the
+   prestage's at most (the caches' prefetch of the analysis' files ahead of its readers counts there too); a
+   sampler beside them takes the same counters and the runner's own read bytes (its /metrics) every second;
 4. when the runner has ended, the links unshaped, a worker node reads every prestaged file through its ring
    home once: the origin's link out (interface bytes) over that pass is what it fetched.
 
 The model: the runner is paced to its share (prestage/pace.py: share x W in total), so the rest of the WAN is
 the analysis': its fair share is W x (1 - share), or its demand when that is less (the case's readers ask more).
+What the pace holds is the runner's reads from the caches. A cache fetches from the origin what its pfc
+prefetch asks, and XCache prefetches every file it opens to the file's end (XrdPfc registers a file for prefetch
+when a reader opens it; pfc.prefetch bounds only the blocks in flight): the runner's pace sets when it opens its
+next file, not how fast the cache fetches the files it has open. The per-second series shows what that does on
+the WAN; --file-mib sets the file size (a file the size of the pool's prefetch or less is fetched whole either way).
 A window with more than fabric_bench.CPU_LIMIT of all cores busy is invalid. The restart part of the acceptance
 (a runner restarted mid-prestage fetches no finished file again) is operator/tests/integration/
 test_prestage_xrootd.py's.
@@ -29,8 +36,10 @@ Writes bench/results/prestage.md and .json (--out, --name elsewhere). Needs root
 
     python3 bench/prestage_bench.py [--repeats 3] [--windows 3] [--window 20] [--warmup 10] [--scale 2]
 
-At the defaults a repeat takes ~2.5 min (fabric and origin ~20 s, 2 s + warm-up + 3 windows of 20 s, the
-runner's last files ~15 s, the pass ~10 s): the full run (3 repeats) ~8 min on an idle 2-core machine.
+At the defaults a repeat takes ~2.5-3 min (fabric and origin ~10 s; the runner, started with the readers,
+reads its 9 files of 64 MiB at its pace for ~2-2.5 min, the 2 s + warm-up + 3 windows of 20 s inside that; the
+pass ~10 s): the full run (3 repeats) ~8-9 min on an idle 2-core machine. A smoke run:
+--repeats 1 --windows 2 --window 20 --warmup 10 --out /tmp/prestage (~2 min).
 """
 
 from __future__ import annotations
@@ -321,13 +330,17 @@ def report(results: list[dict], args, meta: dict) -> str:
              f"--gbps {args.share:g} × W; --parallel {args.parallel}), in the first cache host's namespace, over the "
              f"dataset's files; the fleet's readers (a stream per worker, paced at its readGbps) read {args.file_mib} "
              "MiB files no cache holds, each stream its own, through the ring: each read a miss. Per window: the WAN "
-             "is the origin's link out, the analysis its readers' links in, the prestage the rest.",
+             "is the origin's link out, the analysis its readers' links in (its reads: each a miss), the prestage the "
+             "rest: at most, since the caches' prefetch of the analysis' files ahead of its readers counts there too.",
              "",
              "The model: the runner is paced to its share (prestage/pace.py: wanShare × wanGbps in total), so the rest "
              "of the WAN is the analysis': its fair share is W × (1 − wanShare), or its demand when that is less (here "
              "the readers ask more). The pace counts the payload the runner reads; on the wire a full frame carries "
              "1448 bytes in 1514, so a runner at its pace sends about 1.046 × its budget, and the WAN's rest is about "
-             "0.954 of the analysis' fair share (see the ÷ budget column). "
+             "0.954 of the analysis' fair share (see the ÷ budget column). What the pace holds is the runner's reads from "
+             "the caches; XCache prefetches every file it opens to the file's end (pfc.prefetch bounds only the blocks "
+             "in flight), so the pace sets when the runner opens its next file, not how fast the caches fetch the "
+             "files it has open: the per-second lines below compare the prestage's WAN with the runner's own reads. "
              f"A window with more than {CPU_LIMIT:.0%} of all cores busy is invalid (marked). Acceptance (issue 30): "
              f"every valid window ≥ {ACCEPTED:g}; afterwards the pass reads 0 bytes from the origin (below "
              f"{PASS_OVERHEAD // 1024} KiB, opens and stats: a pfc block is 1 MiB). The restart without refetching is "
@@ -347,7 +360,7 @@ def report(results: list[dict], args, meta: dict) -> str:
                   f"dataset {r0['dataset_files']} files × {r0['file_bytes'] >> 20} MiB",
                   f"- runner (the Job's command, the pod's paths replaced): `{' '.join(r0['runner_command'])}`",
                   ""]
-    lines += ["| repeat | window | WAN Gbps (÷ W) | prestage Gbps | prestage ÷ budget | analysis Gbps | fair share "
+    lines += ["| repeat | window | WAN Gbps (÷ W) | prestage Gbps (WAN − analysis) | prestage ÷ budget | analysis reads Gbps | fair share "
               "| analysis ÷ fair | CPU busy | valid |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for i, r in enumerate(results):
         for j, w in enumerate(r["summary"]["windows"], 1):
@@ -391,7 +404,9 @@ def main() -> int:
     parser.add_argument("--windows", type=int, default=3, help="measured windows per run")
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=10.0)
-    parser.add_argument("--file-mib", type=int, default=8)
+    parser.add_argument("--file-mib", type=int, default=64,
+                        help="each file's size: above the pool's prefetch (10 MiB), so the caches' fetches follow the "
+                             "runner's paced reads (a smaller file is fetched whole as it is opened)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="prestage")
     parser.add_argument("--from-json", help="only write the report again from a run's JSON")

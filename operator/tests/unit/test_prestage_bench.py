@@ -36,7 +36,7 @@ def case_layout():
 def test_the_case_puts_every_reader_on_the_ring_and_asks_more_than_the_share_leaves():
     topology, the, ring = case_layout()
     assert sorted(ring) == ["rack-1-nvme-0", "rack-1-nvme-1"] and sorted(the.caches) == sorted(ring)
-    assert all(s.ring for s in the.streams) and len(the.streams) == 8
+    assert all(s.ring for s in the.streams) and len(the.streams) == 16
     demand = sum(s.demand_gbps for s in the.streams)
     assert demand == 32 and topology.wan_gbps == 40
     assert bench.fair_share(topology.wan_gbps, 0.5, demand) == 20    # the WAN's rest, not the demand, binds
