@@ -17,7 +17,9 @@ origin behind the WAN link shaped to W = wanGbps x scale and the real caches fro
 3. windows while both read (fabric_scenario.measure): from the shapers' counters, the WAN's bytes (the origin's
    link out) and the analysis' reads (the worker nodes' links in: each a miss); the rest of the WAN is the
    prestage's at most (the caches' prefetch of the analysis' files ahead of its readers counts there too); a
-   sampler beside them takes the same counters and the runner's own read bytes (its /metrics) every second;
+   sampler beside them takes every second the same counters, the runner's own read bytes (its /metrics) and
+   what the caches hold of the dataset and of the analysis' files (cached_bytes: what each cache fetched of
+   each set, which a cache's one connection to the origin mixes on the wire);
 4. when the runner has ended, the links unshaped, a worker node reads every prestaged file through its ring
    home once: the origin's link out (interface bytes) over that pass is what it fetched.
 
@@ -63,7 +65,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from fabric import ORIGIN_IP, PORT, PREFIX, down, host_congestion, namespaces, run as sh  # noqa: E402
 from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, load_case, placements  # noqa: E402
 from fabric_reader import CREDIT, WIRE_PER_PAYLOAD  # noqa: E402
-from fabric_scenario import Layout, fabric_for, layout, measure, start_servers  # noqa: E402
+from fabric_scenario import Layout, fabric_for, layout, measure, pool_body, start_servers  # noqa: E402
 from headline import about  # noqa: E402
 from switchyard.api.prestage import CachePrestageSpec  # noqa: E402
 from switchyard.builders.prestage import URLS_DIR, URLS_KEY, build_prestage  # noqa: E402
@@ -72,6 +74,7 @@ from switchyard.planner.flow import ring_weights  # noqa: E402
 from switchyard.planner.hashing import home  # noqa: E402
 from switchyard.prestage import METRICS_PORT, READ_BYTES, parse_report  # noqa: E402
 from switchyard.routing import RING_FILE_ENV, ring_entry  # noqa: E402
+from switchyard.xrootd.config import namespace_path  # noqa: E402
 
 TAG = "p"
 CASE = "fabric-prestage"
@@ -147,14 +150,35 @@ def ring_text(ring: dict[str, float], addresses: dict[str, str]) -> str:
 
 # ---------------------------------------------------------------- the series beside the windows
 
+def cached_bytes(namespaces: list[str]) -> dict[str, int]:
+    """What the caches hold of the dataset's files ("p") and of the analysis' ("a"): the blocks allocated to the
+    data files their namespaces (oss.localroot: symlinks into the data space) name. XrdPfc writes a file block by
+    block as its fetches arrive, so these grow with what each cache fetched of each set, whichever reader asked:
+    the split of the WAN the shapers cannot make (a cache's one connection to the origin carries both)."""
+    held = {"p": 0, "a": 0}
+    for namespace in namespaces:
+        try:
+            entries = list(os.scandir(namespace))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".root") and entry.name[:1] in held:
+                try:
+                    held[entry.name[0]] += os.stat(entry.path).st_blocks * 512
+                except OSError:
+                    continue
+    return held
+
+
 class Sampler(threading.Thread):
     """Every SAMPLE_SECONDS until stopped: (seconds, the WAN's bytes out of the origin, the readers' bytes in, both
-    as the shapers sent them, and the runner's bytes read from its /metrics, -1 when it did not answer)."""
+    as the shapers sent them, the runner's bytes read from its /metrics (-1 when it did not answer), and the bytes
+    the caches hold of the dataset and of the analysis' files (cached_bytes))."""
 
-    def __init__(self, fabric, workers: list[str], runner_ns: str) -> None:
+    def __init__(self, fabric, workers: list[str], runner_ns: str, namespaces: list[str]) -> None:
         super().__init__(daemon=True)
-        self.fabric, self.workers, self.runner_ns = fabric, workers, runner_ns
-        self.series: list[tuple[float, int, int, int]] = []
+        self.fabric, self.workers, self.runner_ns, self.namespaces = fabric, workers, runner_ns, namespaces
+        self.series: list[tuple[float, int, int, int, int, int]] = []
         self.stop = threading.Event()
         self.t0 = time.monotonic()
 
@@ -167,29 +191,46 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(max(0.0, self.t0 + (len(self.series) + 1) * SAMPLE_SECONDS - time.monotonic())):
             wire = self.fabric.wire_counters()
+            held = cached_bytes(self.namespaces)
             self.series.append((round(time.monotonic() - self.t0, 3), wire["wan"][0],
-                                sum(wire[f"host:{n}"][1] for n in self.workers), self.runner_read()))
+                                sum(wire[f"host:{n}"][1] for n in self.workers), self.runner_read(),
+                                held["p"], held["a"]))
 
 
 def series_rates(series: list, model: dict) -> list[dict]:
-    """Each interval of the series as model Gbps: the WAN's prestage (the WAN less the readers' in, wire) and
-    the runner's own reads (payload, counted on the wire as a full frame carries it), ÷ the prestage's budget."""
+    """Each interval of the series as model Gbps ÷ the prestage's budget: the WAN less the readers' in (wire), the
+    runner's own reads and what the caches wrote of the dataset (payload, counted as full frames carry it); and
+    what they wrote of the analysis' files ÷ its fair share."""
     budget = model["wan_gbps"] * model["share"]
+    fair = fair_share(model["wan_gbps"], model["share"], model["demand_gbps"])
     out = []
-    for (t0, wan0, in0, read0), (t1, wan1, in1, read1) in zip(series, series[1:]):
+    for (t0, wan0, in0, read0, p0, a0), (t1, wan1, in1, read1, p1, a1) in zip(series, series[1:]):
         gbps = 8 / (t1 - t0) / 1e6 / model["scale"]
         prestage = ((wan1 - wan0) - (in1 - in0)) * gbps
         runner = (read1 - read0) * WIRE_PER_PAYLOAD * gbps if read0 >= 0 and read1 >= 0 else None
         out.append({"t": t1, "prestage_over_budget": round(prestage / budget, 3),
-                    "runner_over_budget": None if runner is None else round(runner / budget, 3)})
+                    "runner_over_budget": None if runner is None else round(runner / budget, 3),
+                    "dataset_cached_over_budget": round((p1 - p0) * WIRE_PER_PAYLOAD * gbps / budget, 3),
+                    "analysis_cached_over_fair": round((a1 - a0) * WIRE_PER_PAYLOAD * gbps / fair, 3)})
     return out
+
+
+def series_totals(series: list) -> dict:
+    """Over the series: the WAN's bytes (wire), the readers' (wire), the runner's reads, and what the caches came
+    to hold of the dataset and of the analysis' files (payload)."""
+    if len(series) < 2:
+        return {}
+    (_, wan0, in0, read0, p0, a0), (t1, wan1, in1, read1, p1, a1) = series[0], series[-1]
+    return {"seconds": round(t1 - series[0][0], 1), "wan": wan1 - wan0, "readers_in": in1 - in0,
+            "runner_read": read1 - read0 if read0 >= 0 and read1 >= 0 else None,
+            "dataset_cached": p1 - p0, "analysis_cached": a1 - a0}
 
 
 def spread(values: list[float]) -> dict:
     """p10, median, p90 and max of a series (empty: {})."""
     if len(values) < 2:
         return {}
-    deciles = statistics.quantiles(values, n=10)
+    deciles = statistics.quantiles(values, n=10, method="inclusive")   # within the values, however few
     return {"p10": round(deciles[0], 3), "p50": round(statistics.median(values), 3), "p90": round(deciles[-1], 3),
             "max": round(max(values), 3)}
 
@@ -222,16 +263,19 @@ def summarise(run: dict) -> dict:
     valid = [w for w in windows if w["valid"]]
     use = valid or windows
     ratios = [w["analysis_over_fair"] for w in use]
-    report = run.get("runner_report") or {}
+    progress = run.get("runner_report") or {}
     seconds = series_rates(run.get("series", []), run["model"])
     return {"windows": windows, "valid_windows": len(valid),
             "per_second_prestage": spread([s["prestage_over_budget"] for s in seconds]),
             "per_second_runner": spread([s["runner_over_budget"] for s in seconds
                                          if s["runner_over_budget"] is not None]),
+            "per_second_dataset_cached": spread([s["dataset_cached_over_budget"] for s in seconds]),
+            "per_second_analysis_cached": spread([s["analysis_cached_over_fair"] for s in seconds]),
+            "totals": series_totals(run.get("series", [])),
             "analysis_over_fair": round(statistics.fmean(ratios), 3), "analysis_over_fair_min": min(ratios),
             "prestage_over_budget": round(statistics.fmean(w["prestage_over_budget"] for w in use), 3),
             "met": bool(valid) and min(w["analysis_over_fair"] for w in valid) >= ACCEPTED,
-            "prestaged": report.get("files_done") == run["dataset_files"] and not report.get("files_failed"),
+            "prestaged": progress.get("files_done") == run["dataset_files"] and not progress.get("files_failed"),
             "pass_zero": run["pass_origin_bytes"] < PASS_OVERHEAD and run["pass_ok"]}
 
 
@@ -271,7 +315,8 @@ def measure_repeat(case, args, log) -> dict:
         runner_ns = fabric.node(caches[0]).ns
         started = time.monotonic()
         runner = fabric.spawn(runner_ns, argv, work / "prestage-runner.log")
-        sampler = Sampler(fabric, workers, runner_ns)
+        cache_namespaces = [namespace_path(pool_body(pool_request, *fabric.cache_dirs(c))) for c in caches]
+        sampler = Sampler(fabric, workers, runner_ns, cache_namespaces)
         sampler.start()
         try:
             m = measure(fabric, the, args.warmup, args.window, args.windows, log)
@@ -281,9 +326,9 @@ def measure_repeat(case, args, log) -> dict:
         left = max(60.0, len(files) * file_bytes * 8 / (budget_mbit * 1e6) * 1.5)
         runner.wait(timeout=left)
         took = time.monotonic() - started
-        report = parse_report((work / "prestage-termination").read_text()) \
+        progress = parse_report((work / "prestage-termination").read_text()) \
             if (work / "prestage-termination").exists() else None
-        log(f"  runner exited {runner.returncode} after {took:.0f} s: {report}")
+        log(f"  runner exited {runner.returncode} after {took:.0f} s: {progress}")
         fabric.unshape_links()
         homes = {f: home(f, ring) for f in files}
         wan0 = fabric.counters()["wan"][0]
@@ -303,11 +348,11 @@ def measure_repeat(case, args, log) -> dict:
                 "wan_mbit": round(w.wire_mbit("wan")[0], 3),
                 "analysis_mbit": round(sum(w.wire_mbit(f"host:{n}")[1] for n in workers), 3),
                 "caches_in_mbit": {c: round(w.wire_mbit(f"host:{c}")[1], 3) for c in caches}} for w in m.windows]
-    read_bytes = report.bytes_done if report else 0
+    read_bytes = progress.bytes_done if progress else 0
     return {"model": model, "caches": caches, "workers": workers, "ring": ring, "readers": len(the.streams),
             "dataset_files": len(files), "file_bytes": file_bytes, "runner_command": argv[next(i for i, a in enumerate(argv) if a.endswith("switchyard")):],
             "runner_exit": runner.returncode, "runner_seconds": round(took, 1),
-            "runner_report": dataclasses.asdict(report) if report else None,
+            "runner_report": dataclasses.asdict(progress) if progress else None,
             "runner_mean_over_budget": round(read_bytes * 8 / took / (budget_mbit * 1e6), 3),
             "runner_log_tail": runner_log.splitlines()[-3:],
             "idle_cores_before": round(m.idle_cores_before, 2), "windows": windows,
@@ -340,7 +385,8 @@ def report(results: list[dict], args, meta: dict) -> str:
              "0.954 of the analysis' fair share (see the ÷ budget column). What the pace holds is the runner's reads from "
              "the caches; XCache prefetches every file it opens to the file's end (pfc.prefetch bounds only the blocks "
              "in flight), so the pace sets when the runner opens its next file, not how fast the caches fetch the "
-             "files it has open: the per-second lines below compare the prestage's WAN with the runner's own reads. "
+             "files it has open: the per-second lines below compare the prestage's WAN with the runner's own reads and with "
+             "what the caches wrote of each set (their data files' allocated blocks: what each fetched of it). "
              f"A window with more than {CPU_LIMIT:.0%} of all cores busy is invalid (marked). Acceptance (issue 30): "
              f"every valid window ≥ {ACCEPTED:g}; afterwards the pass reads 0 bytes from the origin (below "
              f"{PASS_OVERHEAD // 1024} KiB, opens and stats: a pfc block is 1 MiB). The restart without refetching is "
@@ -385,13 +431,31 @@ def report(results: list[dict], args, meta: dict) -> str:
                          f"÷ budget p10 {p['p10']:.2f}, median {p['p50']:.2f}, p90 {p['p90']:.2f}, max {p['max']:.2f}; "
                          "the runner's own reads (its /metrics, payload counted as full frames) ÷ budget "
                          + (f"p10 {q['p10']:.2f}, median {q['p50']:.2f}, p90 {q['p90']:.2f}, max {q['max']:.2f}"
-                            if q else "not read"))
+                            if q else "not read")
+                         + _spread_text("; what the caches wrote of the dataset ÷ budget",
+                                        s.get("per_second_dataset_cached"))
+                         + _spread_text("; of the analysis' files ÷ its fair share",
+                                        s.get("per_second_analysis_cached")))
+        if s.get("totals"):
+            t, mb = s["totals"], 1e6
+            lines.append(f"  - over those {t['seconds']:.0f} s: the WAN carried {t['wan'] / mb:.0f} MB (frames), the "
+                         f"readers received {t['readers_in'] / mb:.0f} MB (frames), the runner read "
+                         + ("?" if t["runner_read"] is None else f"{t['runner_read'] / mb:.0f}")
+                         + f" MB; the caches came to hold {t['dataset_cached'] / mb:.0f} MB of the dataset and "
+                         f"{t['analysis_cached'] / mb:.0f} MB of the analysis' files")
     valid = [w["analysis_over_fair"] for r in results for w in r["summary"]["windows"] if w["valid"]]
     if valid:
         lines += ["", f"Over every valid window: analysis ÷ fair share {statistics.fmean(valid):.3f} "
                   f"({min(valid):.3f}–{max(valid):.3f}); acceptance ≥ {ACCEPTED:g} in every valid window: "
                   f"{'met' if min(valid) >= ACCEPTED else 'NOT met'}."]
     return "\n".join(lines) + "\n"
+
+
+def _spread_text(label: str, spread_of: dict | None) -> str:
+    if not spread_of:
+        return ""
+    return (f"{label} p10 {spread_of['p10']:.2f}, median {spread_of['p50']:.2f}, p90 {spread_of['p90']:.2f}, "
+            f"max {spread_of['max']:.2f}")
 
 
 def main() -> int:

@@ -5,6 +5,7 @@ what the WAN share leaves."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 
@@ -96,13 +97,41 @@ def test_the_series_gives_the_prestage_and_the_runner_second_by_second_against_t
     mbyte = 1_000_000
     # second 1: WAN 10 MB, readers 5 MB: prestage 5 MB/s = 40 Mbit/s = 20 model Gbps, the budget; the runner read
     # 4.5 MB of payload (4.7 on the wire); second 2: a burst of 10 MB for the prestage, the runner unread (-1)
-    series = [(0.0, 0, 0, 0), (1.0, 10 * mbyte, 5 * mbyte, 4_500_000), (2.0, 25 * mbyte, 10 * mbyte, -1)]
+    # the caches held 5 MB more of the dataset (the budget, as frames carry it) and 2.5 MB more of the analysis'
+    # files (half its fair share) after second 1; in second 2 they wrote 10 MB of the analysis' files
+    series = [(0.0, 0, 0, 0, 0, 0), (1.0, 10 * mbyte, 5 * mbyte, 4_500_000, 5 * mbyte, 2_500_000),
+              (2.0, 25 * mbyte, 10 * mbyte, -1, 5 * mbyte, 12_500_000)]
     rates = bench.series_rates(series, model)
     assert rates[0]["prestage_over_budget"] == pytest.approx(1.0)
     assert rates[0]["runner_over_budget"] == pytest.approx(0.9 * 1514 / 1448, abs=1e-3)
+    assert rates[0]["dataset_cached_over_budget"] == pytest.approx(1514 / 1448, abs=1e-3)
+    assert rates[0]["analysis_cached_over_fair"] == pytest.approx(0.5 * 1514 / 1448, abs=1e-3)
     assert rates[1]["prestage_over_budget"] == pytest.approx(2.0) and rates[1]["runner_over_budget"] is None
+    assert rates[1]["dataset_cached_over_budget"] == 0 and rates[1]["analysis_cached_over_fair"] == pytest.approx(
+        2 * 1514 / 1448, abs=1e-3)
+    assert bench.series_totals(series) == {"seconds": 2.0, "wan": 25 * mbyte, "readers_in": 10 * mbyte,
+                                           "runner_read": None, "dataset_cached": 5 * mbyte,
+                                           "analysis_cached": 12_500_000}
+    assert bench.series_totals(series[:2])["runner_read"] == 4_500_000 and bench.series_totals(series[:1]) == {}
     assert bench.spread([1.0]) == {}
-    assert bench.spread([float(v) for v in range(11)]) == {"p10": 0.2, "p50": 5.0, "p90": 9.8, "max": 10.0}
+    assert bench.spread([float(v) for v in range(11)]) == {"p10": 1.0, "p50": 5.0, "p90": 9.0, "max": 10.0}
+    assert bench.spread([1.0, 2.0]) == {"p10": 1.1, "p50": 1.5, "p90": 1.9, "max": 2.0}
+
+
+def test_what_the_caches_hold_of_each_set_is_the_blocks_their_namespaces_files_have(tmp_path):
+    # a namespace of symlinks into a data space, as oss.localroot with oss.space data lays a cache out
+    data, namespaces = tmp_path / "data", [tmp_path / "ns0", tmp_path / "ns1"]
+    for d in (data, *namespaces):
+        d.mkdir()
+    for name, ns, written in (("p0000.root", 0, 2 * MIB), ("a00-0000.root", 1, 1 * MIB), ("p0001.root", 1, 0)):
+        target = data / f"{ns}-{name}"
+        with open(target, "wb") as out:
+            out.truncate(64 * MIB)                 # sparse: only what was written is allocated
+            out.write(os.urandom(written))
+        (namespaces[ns] / name).symlink_to(target)
+    (namespaces[0] / "p0000.root.cinfo").write_bytes(b"x" * 4096)   # not a data file of either set
+    held = bench.cached_bytes([str(n) for n in namespaces] + [str(tmp_path / "missing")])
+    assert held["p"] == pytest.approx(2 * MIB, rel=0.01) and held["a"] == pytest.approx(MIB, rel=0.01)
 
 
 def run_of(windows, **extra):
@@ -139,3 +168,21 @@ def test_a_valid_window_under_the_bound_fails_the_run_and_demand_below_the_rest_
     # the pass read file data from the origin, or the prestage did not finish
     assert not bench.summarise(run_of([ok], pass_origin_bytes=1 << 20))["pass_zero"]
     assert not bench.summarise(run_of([ok], runner_report={"files_done": 9, "files_failed": 1}))["prestaged"]
+
+
+def test_the_report_gives_each_window_the_verdicts_and_what_the_series_shows():
+    mbyte = 1_000_000
+    series = [(0.0, 0, 0, 0, 0, 0), (1.0, 10 * mbyte, 5 * mbyte, 4_500_000, 5 * mbyte, 2_500_000),
+              (2.0, 20 * mbyte, 10 * mbyte, 9_000_000, 10 * mbyte, 5_000_000)]
+    run = run_of([{"wan_mbit": 78.0, "analysis_mbit": 37.0, "cpu_busy": 0.4}], series=series, caches=["c0", "c1"],
+                 workers=["w0"], ring={"c0": 0.5, "c1": 0.5}, readers=16, file_bytes=64 * MIB,
+                 runner_command=["switchyard", "prestage", "--gbps", "0.04"], runner_exit=0, runner_seconds=100.0,
+                 runner_mean_over_budget=0.9)
+    run["summary"] = bench.summarise(run)
+    args = bench.argparse.Namespace(share=0.5, case=bench.CASE, scale=SCALE, parallel=4, file_mib=64, repeats=1,
+                                    windows=1, window=20.0, warmup=10.0)
+    text = bench.report([run], args, {"seconds": 100, "load_start": 1.0, "load_end": 1.0, "congestion": "bbr"})
+    assert "| 0 | 1 | 39.00 (0.975) | 20.50 | 1.025 | 18.50 | 20.00 | 0.925 | 40% | yes |" in text
+    assert "10/10 files done" in text and "0 origin bytes (0 file bytes)" in text
+    assert "the caches came to hold 10 MB of the dataset and 5 MB of the analysis' files" in text
+    assert text.rstrip().endswith("acceptance ≥ 0.9 in every valid window: met.")
