@@ -157,7 +157,7 @@ bench-hotspots: bench-install deps
 # Prestage beside analysis on the emulated fabric (issue 30's prestage acceptance, needs root): switchyard's prestage
 # runner at wanShare 0.5 of a shaped WAN while readers read files no cache holds; the analysis' WAN Gbps ÷ the rest
 # of the WAN, and a pass over the prestaged files with 0 origin bytes; bench/results/prestage.md, .json.
-# PRESTAGE_ARGS e.g. --repeats 1 --windows 2 --window 10 --out /tmp.
+# PRESTAGE_ARGS e.g. a ~2 min smoke run: --repeats 1 --windows 2 --window 20 --warmup 10 --out /tmp/prestage.
 .PHONY: bench-prestage
 PRESTAGE_ARGS ?=
 bench-prestage: bench-install deps

@@ -323,6 +323,9 @@ def measure_repeat(case, args, log) -> dict:
         finally:
             sampler.stop.set()
             sampler.join(timeout=10)
+        # Reads that failed (a timeout, an error) while the readers ran: a stream whose read failed waits 1 s and
+        # takes its next file (fabric_reader.py), so failures would show as readers receiving less.
+        failures = {n: reader_failures(fabric, n) for n in workers}
         left = max(60.0, len(files) * file_bytes * 8 / (budget_mbit * 1e6) * 1.5)
         runner.wait(timeout=left)
         took = time.monotonic() - started
@@ -356,7 +359,16 @@ def measure_repeat(case, args, log) -> dict:
             "runner_mean_over_budget": round(read_bytes * 8 / took / (budget_mbit * 1e6), 3),
             "runner_log_tail": runner_log.splitlines()[-3:],
             "idle_cores_before": round(m.idle_cores_before, 2), "windows": windows,
-            "pass_origin_bytes": pass_bytes, "pass_ok": pass_ok, "series": sampler.series}
+            "pass_origin_bytes": pass_bytes, "pass_ok": pass_ok, "series": sampler.series,
+            "reader_failures": failures}
+
+
+def reader_failures(fabric, node: str) -> int | None:
+    """The failed reads a node's readers reported as they were stopped (None: no report)."""
+    try:
+        return fabric.reader_report(node)["failures"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 # ---------------------------------------------------------------- report
@@ -424,7 +436,8 @@ def report(results: list[dict], args, meta: dict) -> str:
             f"{r['runner_seconds']:.0f} s ÷ budget {r['runner_mean_over_budget']:.3f} (payload); runner exit "
             f"{r['runner_exit']}, {rep.get('files_done', '?')}/{r['dataset_files']} files done, "
             f"{rep.get('files_failed', '?')} failed; the pass: {r['pass_origin_bytes']} origin bytes "
-            f"({'0 file bytes' if s['pass_zero'] else 'NOT 0'})")
+            f"({'0 file bytes' if s['pass_zero'] else 'NOT 0'}); failed analysis reads: "
+            f"{r.get('reader_failures', 'not recorded')}")
         if s["per_second_prestage"]:
             p, q = s["per_second_prestage"], s["per_second_runner"]
             lines.append(f"  - second by second (from the runner's start to the last window's end): the prestage's WAN "
