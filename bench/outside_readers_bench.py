@@ -152,20 +152,44 @@ def cache_of(url: str, by_address: dict[str, str]) -> str:
 
 
 def outside_streams(topology, routed: dict[str, dict[str, str]], files: list[str], scale: float) -> list[Stream]:
-    """A stream per outside reader, each file from the cache its rack's routing named, in an order of its own.
+    """A stream per outside reader, each file from the cache its rack's routing named, in an order of its own
+    in which every stretch holds each cache's files in the routing's proportion (balanced_order).
 
     Each reader is a process of its own, as a batch job is, with its own XRootD connections: in one process
     XrdCl would carry a rack's readers over one TCP connection per cache, and the racks would split a cache's
     NIC by connection (TCP's share of a few long flows) rather than by reader (what the fair share models)."""
     streams = []
     for g in topology.outside:
-        caches = routed[g.name]     # file -> the cache the group's routing names
+        by_cache: dict[str, list[str]] = {}
+        for f in files:
+            by_cache.setdefault(routed[g.name][f], []).append(f)
         for i in range(g.count):
-            order = list(files)
-            random.Random(f"{g.name}/{i}").shuffle(order)
-            streams.append(Stream(g.name, g.name, g.read_gbps * scale, [(caches[f], f) for f in order], True,
-                                  g.read_gbps, process=f"job{i}"))
+            order = balanced_order(by_cache, random.Random(f"{g.name}/{i}"))
+            streams.append(Stream(g.name, g.name, g.read_gbps * scale, order, True, g.read_gbps, process=f"job{i}"))
     return streams
+
+
+def balanced_order(by_cache: dict[str, list[str]], rng: random.Random) -> list[tuple[str, str]]:
+    """(cache, file) for every file: each cache's files in a shuffled order, merged so that every prefix holds
+    each cache's files in their overall proportion, give or take one.
+
+    A reader reads one file after another, so over a window it reads only the start of its list (about 40 of
+    1024 files in 60 s). In a plain shuffle that start holds a cache's files in the ring's proportion only on
+    average: a rack whose readers' starts happen to hold more of a slow cache's files reads less, the same
+    way in every run (the orders are seeded), which the fair share (each reader split by the ring's weights)
+    does not model. Balanced, every reader's window is split as the model splits it."""
+    queues = {c: rng.sample(fs, len(fs)) for c, fs in sorted(by_cache.items())}
+    total = sum(len(q) for q in queues.values())
+    caches = sorted(queues)
+    rng.shuffle(caches)                         # ties broken in an order of the reader's own
+    taken = dict.fromkeys(caches, 0)
+    out = []
+    for k in range(1, total + 1):
+        cache = max((c for c in caches if taken[c] < len(queues[c])),
+                    key=lambda c: k * len(queues[c]) / total - taken[c])
+        out.append((cache, queues[cache][taken[cache]]))
+        taken[cache] += 1
+    return out
 
 
 def scrape_served(fabric: Fabric, caches: list[str]) -> dict[str, dict[str, float]]:
@@ -199,7 +223,7 @@ def measure_variant(case: Case, args, log, declared: bool = True) -> dict:
     log(f"  plan: {plan.predicted_gbps} Gbps predicted, fair share {plan.fair.delivered_gbps} Gbps; "
         f"{len(caches)} caches, {len(the.streams)} worker streams, {sum(g.count for g in case.topology.outside)} "
         "outside readers")
-    with fabric_for(TAG, case.topology, the, args.scale) as fabric:
+    with fabric_for(TAG, case.topology, the, args.scale, args.congestion) as fabric:
         addresses = {n.name: n.ip for n in fabric.nodes}
         by_address = {fabric.node(c).ip: c for c in caches}
         rendered, clients = render(case, addresses, {g.name: addresses[g.name] for g in case.topology.outside},
@@ -336,19 +360,27 @@ def report(results: dict, args, meta: dict) -> str:
                       "from the cache the declared plan's ring names, as in the runs above (the fair share below is "
                       "that plan's: the bytes are the same)."]), "",
                   "| uplink direction | fair share Gbps | fair share on the bench's streams | "
-                  + " | ".join(f"run {i}: measured Gbps (÷ fair)" for i in range(1, len(runs) + 1)) + " |",
-                  "|---|---:|---:|" + "---:|" * len(runs)]
+                  + " | ".join(f"run {i}: measured Gbps (÷ fair)" for i in range(1, len(runs) + 1))
+                  + " | mean of the runs (÷ fair) |",
+                  "|---|---:|---:|" + "---:|" * (len(runs) + 1)]
         for link, u in r["summary"]["uplinks"].items():
             cells = [(x["summary"]["uplinks"][link]["measured"], x["summary"]["uplinks"][link]["ratio"]) for x in runs]
+            mean = statistics.fmean(m for m, _ in cells)
+            cells.append((mean, mean / u["fair"]))
             lines.append(f"| {link} | {u['fair']:.2f} | {u['fair_layout']:.2f} | " + " | ".join(
                 f"{m:.2f} ({q:.3f}{'' if within(q) else ', outside 0.95–1.05'})" for m, q in cells) + " |")
+        delivered = [x["summary"]["delivered"] for x in runs]
         lines += [f"| delivered | {r['fair_gbps']:.2f} | {r['fair_layout_gbps']:.2f} | " + " | ".join(
-                  f"{x['summary']['delivered']:.2f} ({x['summary']['ratio_delivered']:.3f})" for x in runs) + " |", ""]
+                  f"{m:.2f} ({m / r['fair_gbps']:.3f})" for m in [*delivered, statistics.fmean(delivered)]) + " |", ""]
         for i, x in enumerate(runs, 1):
             lines += [f"Run {i}: CPU headroom before the readers {x['idle_cores_before']} cores, CPU busy max "
                       f"{x['summary']['cpu_busy_max']:.0%} ({'valid' if x['summary']['valid'] else 'INVALID: CPU bound possible'})"
                       + (f"; files whose routed cache differs from the plan's ring: {x['routed_differ_from_plan']}"
                          if x["declared"] else "")
+                      + "; per window, measured ÷ fair: " + "; ".join(
+                          f"{link} " + " / ".join(f"{w['uplinks'][link.split()[0]][link.split()[1]] / u['fair']:.3f}"
+                                                  for w in x["windows"])
+                          for link, u in x["summary"]["uplinks"].items())
                       + f"; exporters' served bytes by client_switch: {x['exporter_served_bytes']}.", "",
                       *drift_lines(x["drift"]), ""]
     return "\n".join(lines) + "\n"
@@ -363,6 +395,8 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--repeats", type=int, default=3, help="measured windows per run")
+    parser.add_argument("--congestion", default="",
+                        help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
     parser.add_argument("--runs", type=int, default=3, help="runs of each variant, each on a fabric of its own")
     parser.add_argument("--files", type=int, default=1024, help="files the readers read (more: the ring split closer to its weights)")
     parser.add_argument("--file-kib", type=int, default=512)
@@ -373,7 +407,7 @@ def main() -> int:
         return 2
     out = pathlib.Path(args.out)
     started = time.monotonic()
-    meta = {"load_start": os.getloadavg()[0], "congestion": host_congestion(), **code_version()}
+    meta = {"load_start": os.getloadavg()[0], "congestion": args.congestion or host_congestion(), **code_version()}
     results: dict = {}
     try:
         for run, (key, variant) in itertools.product(range(1, args.runs + 1), VARIANTS.items()):

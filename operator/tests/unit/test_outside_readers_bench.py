@@ -77,6 +77,8 @@ def test_each_outside_reader_is_a_paced_stream_over_every_file_from_its_routed_c
         assert sorted(f for _, f in s.urls) == FILES
         assert all(cache == by_address[f"10.77.1.{1 + FILES.index(f) % 2}"] for cache, f in s.urls)
     assert streams[0].urls != streams[1].urls      # each reader's own order
+    for s in streams:                              # ... in which every stretch is split as the routing splits
+        assert all(abs(sum(c == "k8s-1-xcache" for c, _ in s.urls[:k]) - k / 2) <= 1 for k in range(1, len(FILES)))
     # the bench's fair share places the racks' namespaces by the layout's rows, not the topology's hosts
     the.streams.extend(streams)
     share = of_layout(case.topology, the, SCALE)
