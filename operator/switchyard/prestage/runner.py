@@ -6,8 +6,11 @@ it, and a file it already holds costs the origin nothing. Should the home cache 
 rule's order is read, as a worker would fail over. Reads go through `xrdcp <cache URL> -` into a pipe this
 process drains no faster than the pace (pace.Pace, shared by the parallel readers): when it waits, the pipe
 and then the TCP window fill, xrdcp stops asking the cache for more (XRD_CPPARALLELCHUNKS=1 and a small
-XRD_CPCHUNKSIZE bound what it has in flight), and the cache's fetches from the origin follow the reader.
-What a cache prefetches ahead on its own (pfc.prefetch) is bounded by its own setting, not by this pace.
+XRD_CPCHUNKSIZE bound what it has in flight). The cache's fetches from the origin do not follow it:
+XrdPfc prefetches every file a client opens to its end (pfc.prefetch bounds the blocks in flight, not
+how far ahead), so this pace sets when the next file is opened, not the WAN's rate while the open files
+are fetched. With 64 MiB files the WAN less the analysis' reads ran at 1.56-2.01 of the budget in
+`make bench-prestage`'s smoke run (issue #30): what holds the WAN share is still to be built.
 
 Files the runner finished are appended to a journal (JOURNAL_DIR/JOURNAL_FILE, an emptyDir in the Job's
 pod): a runner restarted in the same pod skips them without a read. Progress is served on /metrics and,
