@@ -105,4 +105,18 @@ log "reads: $(echo $reads); rack-b cache disk: $cached bytes"
 [ "$(awk -v w="$want" '$2 == w && $1 ~ /kind-xcache-rack-b\./' <<<"$reads" | wc -l)" = 2 ] && [ "$cached" -ge 20971520 ] \
   || { log "the reads through the rack-b cache did not return the origin's file ($want)"; exit 1; }
 step "20 MiB read twice through the rack-b cache, sha256 the origin's, in the cache's disk"
+
+# The bytes are measured too: the rack-b cache's exporter counts both reads under the reader's switch
+# (its f-stream records, the client map from the Nodes' pod ranges), as the drift check and Grafana read them.
+served_rack_b() {
+  kubectl exec -n default kind-xcache-rack-b-0 -c exporter -- python3 -c 'import urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:9933/metrics", timeout=3).read().decode()
+print(int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("switchyard_xcache_served_bytes_total{") and "client_switch=\"rack-b\"" in line)))'
+}
+for _ in $(seq 60); do
+  served="$(served_rack_b)"; [ "$served" -ge 41943040 ] && break; sleep 1
+done
+[ "$served" -ge 41943040 ] || { log "the rack-b cache's exporter counted $served bytes for rack-b's reader, not 2 x 20 MiB"; exit 1; }
+step "the rack-b exporter counted $served bytes read by rack-b's worker"
 log "total $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f s", b-a}'); kubeconfig $KUBECONFIG"
