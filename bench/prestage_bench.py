@@ -482,8 +482,8 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--file-mib", type=int, default=64,
-                        help="each file's size: above the pool's prefetch (10 MiB), so the caches' fetches follow the "
-                             "runner's paced reads (a smaller file is fetched whole as it is opened)")
+                        help="each file's size, as HEP files are, above the pool's prefetch (10 MiB); XrdPfc fetches "
+                             "an opened file to its end at any size (prestage/runner.py)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="prestage")
     parser.add_argument("--from-json", help="only write the report again from a run's JSON")
