@@ -29,6 +29,11 @@ RULES = drift.DriftRules(window_seconds=10, stale_seconds=10, sustain_seconds=40
 _READ = ("import urllib.request,sys;sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode())")
 
 
+def read_metrics(run: Callable, ns: str, url: str) -> str:
+    """An exporter's /metrics text, read from inside a fabric namespace (empty when it does not answer)."""
+    return run("ip", "netns", "exec", ns, sys.executable, "-c", _READ, url, check=False).stdout
+
+
 class DriftWatch:
     """Reads the exporters every `every` s in a thread of its own, between start() and stop()."""
 
@@ -65,7 +70,7 @@ class DriftWatch:
     def check(self, now: float) -> None:
         readings, flows = [], []
         for ns, url in self.exporters.values():
-            text = self.run("ip", "netns", "exec", ns, sys.executable, "-c", _READ, url, check=False).stdout
+            text = read_metrics(self.run, ns, url)
             readings += drift.parse_readings(text)
             flows += drift.parse_flows(text)
         keep = self.rules.window_seconds + self.rules.stale_seconds

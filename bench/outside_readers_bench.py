@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from fabric import PREFIX, Fabric, down, host_congestion, namespaces, run as sh, wait_listening  # noqa: E402
 from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, flows  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
-from drift_watch import DriftWatch  # noqa: E402
+from drift_watch import DriftWatch, read_metrics  # noqa: E402
 from fabric_scenario import Layout, Stream, fabric_for, layout, measure, start_exporter, start_servers  # noqa: E402
 from headline import about  # noqa: E402
 from switchyard.api import AnalysisFacilitySpec  # noqa: E402
@@ -194,13 +194,10 @@ def balanced_order(by_cache: dict[str, list[str]], rng: random.Random) -> list[t
 
 def scrape_served(fabric: Fabric, caches: list[str]) -> dict[str, dict[str, float]]:
     """Each cache's exporter's served bytes by client_switch (does its client map place the racks?)."""
-    code = ("import urllib.request,sys;sys.stdout.write(urllib.request.urlopen("
-            f"sys.argv[1], timeout=3).read().decode())")
     out: dict[str, dict[str, float]] = {}
     for node in caches:
         url = f"http://{fabric.node(node).ip}:{DEFAULT_METRICS_PORT}/metrics"
-        done = sh("ip", "netns", "exec", fabric.node(node).ns, sys.executable, "-c", code, url, check=False)
-        for line in done.stdout.splitlines():
+        for line in read_metrics(sh, fabric.node(node).ns, url).splitlines():
             if line.startswith("switchyard_xcache_served_bytes_total{") and 'client_switch="' in line:
                 switch = line.split('client_switch="', 1)[1].split('"', 1)[0]
                 out.setdefault(node, {})[switch] = float(line.rsplit(" ", 1)[1])
