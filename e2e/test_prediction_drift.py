@@ -3,7 +3,10 @@
 kwok runs no containers, so the cache pod on rack-a is played here: a real
 xrootd cache in front of a real origin, and its exporter sidecar started with
 the pod's own arguments, listening on the pod's address (its node's loopback
-InternalIP) as in a cluster. The fleet's workers are planned to read 0.01
+InternalIP) as in a cluster, its client map putting the reader on the host's
+loopback behind rack-a (a reader on the cache's own switch: its bytes cross
+no uplink; one the map did not place would load rack-a's uplink out too).
+The fleet's workers are planned to read 0.01
 Gbps each; the real client reads far more, so the operator (short drift
 windows) sets Degraded=True PredictionDrift naming rack-a, with a Warning
 event and the drift gauges, and leaves every child as it was. When the reads
@@ -52,6 +55,7 @@ from support import REPO, condition, wait_for, wait_ready
 
 sys.path.insert(0, str(REPO / "operator" / "tests" / "integration"))
 from netns import veth_namespace, xrdcp_from  # noqa: E402
+from switchyard.observe.clientmap import render  # noqa: E402
 from xrootd_fixtures import Account, cache_pool, free_port, require, start_cache, start_origin, workspace, xrdcp  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -187,6 +191,14 @@ def play_cache_host(rig, pod: dict, client_map: str | None = None):
     return cache
 
 
+def local_reader_map(base: pathlib.Path) -> str:
+    """A client map putting the host's loopback, where the played cache host's reader reads from, behind
+    rack-a, written where the exporter reads it."""
+    path = base / "clients-rack-a.json"
+    path.write_text(render({"rack-a": ["127.0.0.0/8"]}))
+    return str(path)
+
+
 @contextlib.contextmanager
 def reading(read):
     """`read()` again and again in a thread until the block ends."""
@@ -251,7 +263,7 @@ def test_reads_far_above_the_plan_raise_prediction_drift_and_idleness_clears_it(
     plan, pods = deploy(cluster, namespace)
     serve = {s["name"]: s["serveGbps"] for s in plan["switches"]}
     assert 0 < serve["rack-a"] < 0.1, serve
-    cache = play_cache_host(rig, pods["rack-a"])
+    cache = play_cache_host(rig, pods["rack-a"], local_reader_map(base))
     lfn = origin.put("drift.bin", os.urandom(16 * MIB))
     assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
     before = generations(cluster.kube, namespace)
@@ -291,7 +303,7 @@ def test_a_new_operator_carries_on_the_streak_under_way_from_status(cluster, nam
     second = None
     try:
         _, pods = deploy(cluster, namespace)
-        cache = play_cache_host(rig, pods["rack-a"])
+        cache = play_cache_host(rig, pods["rack-a"], local_reader_map(base))
         lfn = origin.put("drift.bin", os.urandom(16 * MIB))
         assert xrdcp(cache.url_for(lfn), base / "warm.bin").returncode == 0
         with reading(lambda: xrdcp(cache.url_for(lfn), base / "read.bin")):
