@@ -489,6 +489,17 @@ def main() -> int:
     return 0
 
 
+def from_json(args, write) -> bool:
+    """With --from-json: the run's arguments taken back from its JSON and `write(results, args, meta)` called,
+    nothing measured; False without it."""
+    if not args.from_json:
+        return False
+    doc = json.loads(pathlib.Path(args.from_json).read_text())
+    vars(args).update({k: v for k, v in doc["args"].items() if k not in ("from_json", "out", "name")})
+    write(doc["results"], args, doc["meta"])
+    return True
+
+
 def fabric_run_ready(tag: str) -> bool:
     """Whether a fabric run can start (root: network namespaces); if so, a kill unwinds through the fabric's
     teardown as Ctrl-C does, and what a dead run of `tag` left is removed."""

@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric import ORIGIN_IP, PORT, PREFIX, cpu_times, down, namespaces, run as sh  # noqa: E402
-from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, load_case, placements  # noqa: E402
+from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, from_json, load_case, placements  # noqa: E402
 from fabric_scenario import fabric_for, layout, start_exporter, start_servers, warm_caches  # noqa: E402
 from headline import about  # noqa: E402
 from hotspots_workload import (  # noqa: E402
@@ -459,10 +459,7 @@ def main() -> int:
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.from_json:
-        doc = json.loads(pathlib.Path(args.from_json).read_text())
-        vars(args).update({k: v for k, v in doc["args"].items() if k not in ("from_json", "out", "name")})
-        write(doc["results"], args, doc["meta"], out)
+    if from_json(args, lambda results, a, meta: write(results, a, meta, out)):
         return 0
     if not fabric_run_ready(TAG):
         return 2

@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric import ORIGIN_IP, PORT, PREFIX, down, host_congestion, namespaces, run as sh  # noqa: E402
-from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, load_case, placements  # noqa: E402
+from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, from_json, load_case, placements  # noqa: E402
 from fabric_reader import CREDIT, WIRE_PER_PAYLOAD  # noqa: E402
 from fabric_scenario import Layout, fabric_for, layout, measure, pool_body, start_servers  # noqa: E402
 from headline import about  # noqa: E402
@@ -490,10 +490,7 @@ def main() -> int:
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.from_json:
-        doc = json.loads(pathlib.Path(args.from_json).read_text())
-        vars(args).update({k: v for k, v in doc["args"].items() if k not in ("from_json", "out", "name")})
-        (out / f"{args.name}.md").write_text(report(doc["results"], args, doc["meta"]))
+    if from_json(args, lambda results, a, meta: (out / f"{a.name}.md").write_text(report(results, a, meta))):
         return 0
     if not fabric_run_ready(TAG):
         return 2
