@@ -3,14 +3,18 @@
 Each file is read through the cache the ring rule names for it (the routing client's `Router`, from the
 same SWITCHYARD_* environment and ring file a hashed worker gets): reading through a cache is what fills
 it, and a file it already holds costs the origin nothing. Should the home cache fail, the next in the
-rule's order is read, as a worker would fail over. Reads go through `xrdcp <cache URL> -` into a pipe this
-process drains no faster than the pace (pace.Pace, shared by the parallel readers): when it waits, the pipe
-and then the TCP window fill, xrdcp stops asking the cache for more (XRD_CPPARALLELCHUNKS=1 and a small
-XRD_CPCHUNKSIZE bound what it has in flight). The cache's fetches from the origin do not follow it:
-XrdPfc prefetches every file a client opens to its end (pfc.prefetch bounds the blocks in flight, not
-how far ahead), so this pace sets when the next file is opened, not the WAN's rate while the open files
-are fetched. With 64 MiB files the WAN less the analysis' reads ran at 1.56-2.01 of the budget in
-`make bench-prestage`'s smoke run (issue #30): what holds the WAN share is still to be built.
+rule's order is read, as a worker would fail over. Reads go through `xrdcp <cache URL> -`.
+
+The pace (pace.Pace, shared by the parallel readers) is kept where the WAN is spent: at a file's open.
+XrdPfc prefetches every file a client opens to its end (pfc.prefetch bounds the blocks in flight, not how
+far ahead), so a reader slowed to the pace only delays its next open while the cache fetches the open files
+at whatever the WAN gives it: in `make bench-prestage` (issue #30), 64 MiB files read that way took the WAN
+at 1.56-2.01 of the budget. So a file of known size is charged to the pace whole before it is opened, and
+read at once: by any time t the runner has opened at most rate x t bytes, and the cache's fetch of one file
+spreads over the time the next waits. A file whose size the stat did not give is paced as it is read (the
+pipe, then the TCP window fill and xrdcp stops asking: XRD_CPPARALLELCHUNKS=1 and a small XRD_CPCHUNKSIZE
+bound what it has in flight), which holds the runner's reads but not the cache's prefetch. A file the cache
+already holds is charged too: it costs the origin nothing, but the runner cannot tell before it opens it.
 
 Files the runner finished are appended to a journal (JOURNAL_DIR/JOURNAL_FILE, an emptyDir in the Job's
 pod): a runner restarted in the same pod skips them without a read. Progress is served on /metrics and,
@@ -182,8 +186,8 @@ class Runner:
                 return int(found.group(1))
         return None
 
-    def read_through(self, cache_url: str) -> tuple[int, str]:
-        """Read one file from one cache at the pace: (bytes read, '' or why it failed)."""
+    def read_through(self, cache_url: str, paced: bool = True) -> tuple[int, str]:
+        """Read one file from one cache, at the pace if `paced`: (bytes read, '' or why it failed)."""
         env = {**os.environ, "XRD_CPCHUNKSIZE": str(XRDCP_CHUNK_BYTES), "XRD_CPPARALLELCHUNKS": "1"}
         # stderr to a file, not a pipe: xrdcp writing more than a pipe holds while this reads its stdout
         # would block them both.
@@ -200,7 +204,8 @@ class Runner:
                 while chunk := os.read(descriptor, CHUNK_BYTES):
                     got += len(chunk)
                     self.tally.add_read(len(chunk))
-                    self.pace.took(len(chunk))
+                    if paced:
+                        self.pace.took(len(chunk))
                 code = process.wait()
             errors.seek(0)
             error = errors.read().decode(errors="replace")
@@ -226,7 +231,9 @@ class Runner:
         size = sizing.result() if sizing is not None else self._sized(url)
         why = "no cache to read it from"
         for cache_url in self.router.candidates(url)[:self.attempts]:
-            got, why = self.read_through(cache_url)
+            if size is not None:
+                self.pace.took(size)  # before the open: what the cache will fetch of it (each cache afresh)
+            got, why = self.read_through(cache_url, paced=size is None)
             if not why and size is not None and got != size:
                 why = f"read {got} of {size} bytes"
             if not why:

@@ -121,13 +121,13 @@ def test_the_bytes_remaining_count_every_file_before_it_is_read(tmp_path):
     remaining = []
     read_through = runner.read_through
 
-    def watched(cache_url):
+    def watched(cache_url, paced=True):
         # the stats run ahead of the reads: while the first file waits to be read, the others' sizes come in
         deadline = time.monotonic() + 20
         while len(runner.tally.sizes) < len(urls) and time.monotonic() < deadline:
             time.sleep(0.01)
         remaining.append(runner.tally.progress().bytes_remaining)
-        return read_through(cache_url)
+        return read_through(cache_url, paced)
 
     runner.read_through = watched
     runner.run(urls, parallel=1)
@@ -168,3 +168,43 @@ def test_xrdcp_writing_much_to_stderr_does_not_block_the_read(tmp_path):
     reader.join(10)
     assert not reader.is_alive(), "read_through blocked on xrdcp's stderr"
     assert result == [(6, "xrdcp exit 3: [WARNING] retrying")]
+
+
+class _RecordingPace:
+    """Records what is charged, and when: before an open (the fake xrdcp has not run yet) or during a read."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.opens = tmp_path / "opens"
+        self.charged: list[tuple[int, int]] = []   # (bytes, files opened by then)
+
+    def took(self, count: int) -> float:
+        opened = len(self.opens.read_text().splitlines()) if self.opens.exists() else 0
+        self.charged.append((count, opened))
+        return 0.0
+
+
+def test_a_sized_file_is_charged_whole_before_its_open_and_read_unpaced(tmp_path):
+    # XCache prefetches an opened file to its end: the WAN is spent at the open, so that is where the pace is
+    urls = ["root://origin//store/a.root", "root://origin//store/b.root"]
+    runner = _runner(tmp_path, urls, Journal.open(None))
+    runner.pace = pace = _RecordingPace(tmp_path)
+    runner.xrdcp = _fake(tmp_path, "xrdcp-opens", f"open({str(pace.opens)!r}, 'a').write(sys.argv[-2] + '\\n')\n"
+                         "url = sys.argv[-2]\n"
+                         "if '10.0.0.1' in url:\n    sys.exit(54)\n"
+                         "sys.stdout.write('abcdef')")
+    progress = runner.run(urls, parallel=1)
+    assert progress.files_done == 2
+    # each file's home is down: charged again for the next cache, which fetches it afresh; never per chunk
+    assert pace.charged == [(6, 0), (6, 1), (6, 2), (6, 3)]
+
+
+def test_a_file_of_unknown_size_is_paced_as_it_is_read(tmp_path):
+    urls = ["root://origin//store/a.root"]
+    runner = _runner(tmp_path, urls, Journal.open(None))
+    runner.xrdfs = _fake(tmp_path, "xrdfs-fails", "sys.exit(51)")
+    runner.pace = pace = _RecordingPace(tmp_path)
+    runner.xrdcp = _fake(tmp_path, "xrdcp-opens", f"open({str(pace.opens)!r}, 'a').write(sys.argv[-2] + '\\n')\n"
+                         "sys.stdout.write('abcdef')")
+    runner.router = Router.from_env({"SWITCHYARD_ROUTING": "hashed", "SWITCHYARD_CACHE_RING": "up@root://10.0.0.2:1094=1"})
+    assert runner.run(urls, parallel=1).files_done == 1
+    assert pace.charged == [(6, 1)]
