@@ -56,6 +56,8 @@ CLUSTER_WIDE = {
     "nodes": ({"list", "watch"}, "kopf index of nodes: switch and NVMe labels, NIC annotation, allocatable"),
     "customresourcedefinitions.apiextensions.k8s.io": ({"list", "watch"}, "kopf learns when its CRDs are served"),
     "namespaces": ({"list", "watch"}, "kopf follows namespaces as they come and go"),
+    "blockaffinities.crd.projectcalico.org": ({"list"}, "Calico's pod address blocks per node, for the client maps"),
+    "ciliumnodes.cilium.io": ({"list"}, "Cilium's cluster-pool pod CIDRs per node, for the client maps"),
 }
 # In each watched namespace (every namespace in cluster mode).
 PER_NAMESPACE = {

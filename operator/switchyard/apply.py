@@ -59,6 +59,9 @@ RESOURCES: dict[str, Resource] = {
     "NetworkPolicy": Resource("networking.k8s.io/v1", "networkpolicies"),
     "Job": Resource("batch/v1", "jobs"),
     "Lease": Resource("coordination.k8s.io/v1", "leases"),
+    # Pod address ranges of network plugins with an IPAM of their own (handlers/podnetworks.py): listed only.
+    "BlockAffinity": Resource("crd.projectcalico.org/v1", "blockaffinities", namespaced=False),
+    "CiliumNode": Resource("cilium.io/v2", "ciliumnodes", namespaced=False),
     **{k.kind: Resource(f"{GROUP}/{VERSION}", k.plural) for k in KINDS},
 }
 
@@ -69,6 +72,16 @@ class ApiError(Exception):
         self.status = status
         self.reason = reason
         self.message = message
+
+
+def _status(raw: bytes) -> dict:
+    """An error answer's Status object; {} for a body that is none: kube-apiserver answers a path of an API group
+    it does not serve (a CRD not installed) with a plain-text "404 page not found"."""
+    try:
+        status = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}
 
 
 class Kube:
@@ -100,10 +113,10 @@ class Kube:
             # An unreachable API server is an API error like any other: retried, never fatal.
             raise ApiError(0, "Unreachable", str(exc)) from exc
         raw = resp.data
-        payload = json.loads(raw) if raw else {}
         if resp.status >= 400:
-            raise ApiError(resp.status, payload.get("reason", ""), payload.get("message", raw.decode(errors="replace")))
-        return payload
+            status = _status(raw)
+            raise ApiError(resp.status, status.get("reason", ""), status.get("message", raw.decode(errors="replace")))
+        return json.loads(raw) if raw else {}
 
     # ------------------------------------------------------------ verbs
     def apply(self, obj: Mapping, *, force: bool = True) -> dict:

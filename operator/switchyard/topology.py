@@ -11,7 +11,7 @@ import functools
 import pathlib
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 import yaml
@@ -56,7 +56,8 @@ class NodeInfo:
     not_ready_since: str | None = None
     # Its taints (spec.taints), sorted.
     taints: tuple[Taint, ...] = ()
-    # Where its clients' traffic comes from: InternalIPs and spec.podCIDR(s) (the exporters' client map).
+    # Where its clients' traffic comes from: InternalIPs and spec.podCIDR(s) (the exporters' client map); the
+    # pool reconcile adds the ranges a network plugin's own IPAM gives it (with_pod_networks).
     # Not compared: an address change re-renders the map, it does not re-plan.
     client_networks: tuple[str, ...] = field(default=(), compare=False, hash=False)
     # Its InternalIPs in the Node's own order (the first is where its host-network pods listen for
@@ -130,6 +131,59 @@ def node_client_networks(body: Mapping) -> tuple[str, ...]:
     addresses = {a.get("address") for a in status.get("addresses") or () if a.get("type") == "InternalIP"}
     cidrs = set(spec.get("podCIDRs") or ()) | ({spec["podCIDR"]} if spec.get("podCIDR") else set())
     return tuple(sorted(n for n in addresses | cidrs if n))
+
+
+# Pod address ranges a network plugin's own IPAM hands a node, outside its spec.podCIDR(s).
+NodeNetworks = tuple[str, tuple[str, ...]]   # (node name, its ranges)
+
+
+def calico_block_networks(body: Mapping) -> NodeNetworks | None:
+    """A Calico BlockAffinity (crd.projectcalico.org/v1; spec.node, spec.cidr, spec.state) as (node, (its
+    block,)) while the block is that node's: state "confirmed" (not "pending" or "pendingDeletion"), not
+    marked deleted (a string in the CRD: "true"), and a host affinity (a "virtual" one names no node)."""
+    spec = _mapping(body.get("spec"))
+    node, cidr = spec.get("node"), spec.get("cidr")
+    if (spec.get("state") != "confirmed" or str(spec.get("deleted", "")).lower() == "true"
+            or spec.get("type") not in (None, "", "host") or not isinstance(node, str) or not isinstance(cidr, str)
+            or not node or not cidr):
+        return None
+    return node, (cidr,)
+
+
+def cilium_node_networks(body: Mapping) -> NodeNetworks | None:
+    """A CiliumNode (cilium.io/v2, named after its Node) as (node, its pod CIDRs): spec.ipam.podCIDRs
+    (the cluster-pool IPAM's per-node CIDRs) and spec.ipam.pools.allocated[].cidrs (multi-pool's)."""
+    ipam = _mapping(_mapping(body.get("spec")).get("ipam"))
+    allocated = _mapping(ipam.get("pools")).get("allocated")
+    pooled = [c for a in (allocated if isinstance(allocated, list) else ()) for c in _strings(_mapping(a).get("cidrs"))]
+    cidrs = tuple(sorted({*_strings(ipam.get("podCIDRs")), *pooled}))
+    name = _mapping(body.get("metadata")).get("name")
+    return (name, cidrs) if isinstance(name, str) and name and cidrs else None
+
+
+def _mapping(value: Any) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    """The non-empty strings of a list (anything else in an object the API server did not check: none)."""
+    return tuple(v for v in value if isinstance(v, str) and v) if isinstance(value, list) else ()
+
+
+def pod_networks_by_node(found: Iterable[NodeNetworks | None]) -> dict[str, tuple[str, ...]]:
+    """node -> its ranges, sorted, from every parsed object (a Calico node has a block per object)."""
+    out: dict[str, set[str]] = {}
+    for item in found:
+        if item:
+            out.setdefault(item[0], set()).update(item[1])
+    return {node: tuple(sorted(cidrs)) for node, cidrs in sorted(out.items())}
+
+
+def with_pod_networks(nodes: Iterable[NodeInfo], pod_networks: Mapping[str, Iterable[str]]) -> list[NodeInfo]:
+    """`nodes` with each one's `pod_networks` (by node name) among its client networks: the pools' client maps
+    then place those pods on its switch. Client networks are not compared, so nothing re-plans."""
+    return [replace(n, client_networks=tuple(sorted({*n.client_networks, *pod_networks[n.name]})))
+            if pod_networks.get(n.name) else n for n in nodes]
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,15 @@ Every verb is one the operator calls (see switchyard/apply.py and handlers/).
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]
+# The pod address ranges network plugins with an IPAM of their own give each node
+# (Calico's blocks, Cilium's cluster-pool CIDRs), for the cache pools' client maps:
+# listed every two minutes (no watch: not kopf indexes), a 404 where not installed.
+- apiGroups: [crd.projectcalico.org]
+  resources: [blockaffinities]
+  verbs: [list]
+- apiGroups: [cilium.io]
+  resources: [ciliumnodes]
+  verbs: [list]
 {{- end }}
 
 {{/* The optional dask-gateway's selector labels (component dask-gateway, never the operator's). */}}

@@ -44,7 +44,8 @@ class DiskRead:
 
 def client_networks(nodes: Sequence[NodeInfo], switch_label: str,
                     outside: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[str]]:
-    """switch -> its nodes' InternalIPs and pod CIDRs, and the address ranges of the readers outside
+    """switch -> its nodes' client networks (InternalIPs, pod CIDRs, and the ranges a network plugin's own IPAM
+    gave them: topology.with_pod_networks), and the address ranges of the readers outside
     Kubernetes behind it (`outside`, the plan's outsideNetworks): where readers behind each switch read from."""
     out: dict[str, set[str]] = {}
     for node in nodes:

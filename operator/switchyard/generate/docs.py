@@ -89,7 +89,8 @@ the xrootd summary it comes from.
   xfr 1 dest fstat user ...`: file opens with the reader's dictid, each open
   file's bytes read so far every interval, closes), and the exporter looks the
   address up in the pool's client map (ConfigMap `<pool>-clients`, mounted in
-  the sidecar: every Node's InternalIPs and `spec.podCIDR(s)` by the
+  the sidecar: every Node's InternalIPs and `spec.podCIDR(s)`, and the pod
+  ranges a network plugin's own IPAM gives it (below), by the
   facility's switch label, and the `cidrs` of its `spec.outsideReaders` on
   their switches, re-read when it changes, outside the pods' config
   checksum). From the same reads as above the operator exports
@@ -127,9 +128,25 @@ the xrootd summary it comes from.
   switch label): its bytes count `out` though they never leave the switch.
   Bytes the exporter cannot tie to a reader (a file opened before the
   exporter started, a lost login record) are `client_switch="unattributed"`
-  and count in no uplink: they may be anyone's. A cluster whose pods take addresses outside their Node's pod CIDR (a
-  network plugin with an IPAM of its own) has its pods `unknown` too: its
-  uplinks are not observed correctly.
+  and count in no uplink: they may be anyone's.
+- **Pods outside their Node's pod CIDR.** Of the network plugins that give
+  pods addresses of their own, two are read, and the map places their
+  pods on the node's switch: Calico's IPAM (each `BlockAffinity` of
+  `crd.projectcalico.org/v1` in state `confirmed`: a node has several
+  blocks) and Cilium's cluster-pool
+  and multi-pool IPAM (a `CiliumNode`'s `spec.ipam.podCIDRs` and
+  `spec.ipam.pools.allocated[].cidrs`). The operator lists both every 2
+  minutes (a plugin not installed answers 404 and adds nothing), so a new
+  block reaches the map at the pool's first reconcile after that. Still not
+  placed, so `unknown` and counted `out` of the cache's switch: pods of a
+  plugin that gives them addresses from the node's own subnet or cloud
+  interfaces (AWS VPC CNI, Cilium's ENI and Azure modes, macvlan or ipvlan),
+  and of any other plugin with an IPAM of its own; Calico's and Cilium's
+  too if the chart's ClusterRole is not used (`rbac.create=false`) and the
+  site's lacks `list` on them (the operator warns once per pool). A Calico pod
+  whose address was borrowed from another node's block (when a node's
+  blocks are full and `strictAffinity` is off) is placed on that node's
+  switch.
 - **Not observed.** Bytes are counted when xrootd reports
   them (every report interval for open files, 10 s), as read by the client
   (XRootD 5.5 may count a few re-sent pages of a cold read), without TCP/IP

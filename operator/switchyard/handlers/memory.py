@@ -91,6 +91,8 @@ class PoolMemory(ObjectMemory):
     disk_read: tuple[float, DiskRead] | None = None  # when the exporters were last read, and what they said
     published_seen: tuple | None = None  # the status.hotFiles and ringWeights the pool's last watch event carried
     ring_load: RingLoad | None = None  # the ring-weight rule's counters and steps (desired/ringload.py)
+    pod_networks: tuple[float, dict] | None = None  # when network plugins' pod ranges were last listed; per kind
+    # what its list gave, and the status of a failed one (podnetworks.py)
 
 
 @dataclass

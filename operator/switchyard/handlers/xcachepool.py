@@ -15,6 +15,7 @@ from ..desired import validate
 from ..desired.xcachepool import KIND, DiskRead, PoolOutcome, desired_pool, ring_events, tls_secret_name
 from ..observe.metrics import HOT_FILES, MANAGED_OBJECTS, RING_CHANGES, RING_HOSTS, export_ring_factors, forget_pool
 from ..policy.settings import current
+from ..topology import with_pod_networks
 from . import memory
 from .client import kube
 from .converge import Refused, converge, evict_misplaced_pods
@@ -22,6 +23,7 @@ from .exporters import read_all, ready_cache_pods
 from .indexes import cache_pods_of, fleets_reading, nodes_of, per_switch, ring_read_through, workloads_of
 from .loop import register, wake
 from .memory import PoolMemory
+from .podnetworks import read_pod_networks
 from .status import now, post, why_waiting, write_status
 
 PLURAL = "xcachepools"
@@ -81,7 +83,7 @@ def reconcile(body, logger, node_index, statefulset_index, cache_pod_index, flee
         spec, _ = validate(XCachePoolSpec, body["spec"])
         if spec is not None:
             disk = read_disks(kept, namespace, name, spec.pfc.high_watermark)
-    nodes = nodes_of(node_index)
+    nodes = with_pod_networks(nodes_of(node_index), read_pod_networks(kept, logger))
     outcome = desired_pool(name, namespace, body["spec"], body.get("status"), workloads, nodes, current(),
                            secrets=_secrets(namespace, tls_secret_name(body["spec"])), disk=disk,
                            unmounted=read_unmounted(namespace, name, workloads),

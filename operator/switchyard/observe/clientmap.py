@@ -1,7 +1,8 @@
 """Which switch a client address sits behind (pure): the map the exporter reads from a mounted ConfigMap.
 
-The operator renders it from the Nodes (InternalIPs and spec.podCIDR, by the
-facility's switch label); the exporter looks each reader's address up in it,
+The operator renders it from the Nodes (InternalIPs and spec.podCIDR, and the
+pod ranges Calico's or Cilium's IPAM gives each, by the facility's switch
+label); the exporter looks each reader's address up in it,
 longest prefix first. An address that matches nothing, or a host name, is
 "unknown": the label's values are the facility's switches plus that one, and
 "unattributed" for bytes the exporter can tie to no reader at all

@@ -447,10 +447,14 @@ def host_flows(reading: HostFlows) -> tuple[tuple[tuple[str, str], float], ...]:
     to no reader ('unattributed': a file opened before it started) are left
     out: they may be anyone's, and an exporter restarted under long reads
     would otherwise put them on the uplink for as long as those files stay
-    open. A cluster
-    whose pods take addresses outside their Node's spec.podCIDR (a CNI with
-    an IPAM of its own) breaks the premise itself: its pods are all
-    'unknown', its uplinks are not observed correctly (docs/metrics.md).
+    open. Pods
+    with addresses outside their Node's spec.podCIDR are placed when Calico's
+    IPAM (confirmed BlockAffinity blocks) or Cilium's cluster-pool or
+    multi-pool IPAM (CiliumNode CIDRs) gave them (handlers/podnetworks.py);
+    a CNI that gives pods addresses from the node's subnet or cloud
+    interfaces (AWS VPC CNI, Cilium ENI/Azure), or any other IPAM of its
+    own, still breaks the premise: its pods are all 'unknown', its uplinks
+    are not observed correctly (docs/metrics.md).
     """
     flows = {(reading.switch, client): value for client, value in reading.served.items()
              if client not in (reading.switch, UNATTRIBUTED)}

@@ -221,6 +221,7 @@ def test_cluster_mode_rbac_is_least_privilege_and_covers_what_the_operator_calls
     assert rules[("", "events")] == {"create"}
     assert rules[("", "namespaces")] == {"list", "watch"}
     assert rules[("apiextensions.k8s.io", "customresourcedefinitions")] == {"list", "watch"}
+    assert rules[("crd.projectcalico.org", "blockaffinities")] == rules[("cilium.io", "ciliumnodes")] == {"list"}
     assert rules[("switchyard.dev", "analysisfacilities/status")] == {"patch"}
     # Children are applied, listed and pruned, never read one by one.
     for key in (("apps", "deployments"), ("apps", "statefulsets"), ("", "configmaps"), ("", "services"),
@@ -236,8 +237,10 @@ def test_cluster_mode_rbac_is_least_privilege_and_covers_what_the_operator_calls
 def test_namespaced_mode_grants_only_the_watched_namespaces():
     docs = render(*VALUE_SETS["namespaced"])
     cluster_rules = _rules(one(docs, "ClusterRole"))
-    assert set(cluster_rules) == {("", "nodes"), ("", "namespaces"), ("apiextensions.k8s.io", "customresourcedefinitions")}
-    assert all(verbs == {"list", "watch"} for verbs in cluster_rules.values())
+    watched = {("", "nodes"), ("", "namespaces"), ("apiextensions.k8s.io", "customresourcedefinitions")}
+    listed = {("crd.projectcalico.org", "blockaffinities"), ("cilium.io", "ciliumnodes")}  # CNIs' pod ranges
+    assert set(cluster_rules) == watched | listed
+    assert all(verbs == ({"list"} if key in listed else {"list", "watch"}) for key, verbs in cluster_rules.items())
     roles = [r for r in by_kind(docs, "Role") if r["metadata"]["name"] == "rel-switchyard"]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     bindings = [b for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "rel-switchyard"]

@@ -214,6 +214,7 @@ def test_the_reconcile_keeps_the_rules_state_and_exports_each_hosts_factor(monke
     monkeypatch.setattr(handler, "read_all", read_all)
     monkeypatch.setattr(handler, "read_unmounted", lambda *a: ())
     monkeypatch.setattr(handler, "_secrets", lambda *a: {})
+    monkeypatch.setattr(handler, "read_pod_networks", lambda kept, logger: {})
     monkeypatch.setattr(handler, "converge", lambda *a, **k: None)
     monkeypatch.setattr(handler, "evict_misplaced_pods", lambda *a, **k: None)
     monkeypatch.setattr(handler, "post", lambda body, events, logger: posted.extend(events))
