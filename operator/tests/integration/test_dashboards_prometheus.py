@@ -38,6 +38,7 @@ import sys
 import uuid
 
 import pytest
+from kwokcluster import local_cluster, running_operator, still_running
 from prom import run_prometheus
 from xrootd_fixtures import (Account, cache_pool, free_port, require, start_cache, start_exporter, start_origin,
                              wait_until, workspace, xrdcp)
@@ -56,22 +57,9 @@ RATE_WINDOW = "5m"   # longer than the test: every increase since Prometheus sta
 MIB = 1 << 20
 
 
-def _skip_or_fail(message: str) -> None:
-    pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    import localcluster
-
-    needed = ["kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
-    if not all((localcluster.CACHE / "bin" / n).exists() for n in needed):
-        _skip_or_fail("local cluster tools missing: run `bash hack/build-tools.sh`")
-    kubeconfig = localcluster.up(CLUSTER, REPO / "e2e" / "topologies" / "mini.yaml")
-    localcluster.install_crds(CLUSTER)
-    yield kubeconfig
-    if not os.environ.get("SWITCHYARD_KEEP_CLUSTER"):
-        localcluster.down(CLUSTER)
+    yield from local_cluster(CLUSTER)
 
 
 @pytest.fixture(scope="module")
@@ -85,50 +73,37 @@ def facility(cluster):
     metrics_port = free_port()
     import localcluster
 
-    log_path = localcluster.CACHE / "e2e-logs" / CLUSTER / "operator-dashboards.log"  # kept for a look after a failure
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("w") as log:
-        operator = subprocess.Popen(
-            [sys.executable, "-m", "switchyard.cli", "run", "--kubeconfig", str(cluster),
-             "--metrics-port", str(metrics_port), "--health-port", "0", "--namespace", namespace],
-            stdout=log, stderr=subprocess.STDOUT,
-            # Drift readings every second over a 6 s window: observed Gbps within the test's time.
-            env={**os.environ, "SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_DRIFT_READ_SECONDS": "1",
-                 "SWITCHYARD_DRIFT_WINDOW_SECONDS": "6"},
-            start_new_session=True)
+    log_path = localcluster.CACHE / "e2e-logs" / CLUSTER / "operator-dashboards.log"
+    # Drift readings every second over a 6 s window: observed Gbps within the test's time.
+    env = {"SWITCHYARD_TIMER_SECONDS": "2", "SWITCHYARD_DRIFT_READ_SECONDS": "1", "SWITCHYARD_DRIFT_WINDOW_SECONDS": "6"}
     obj = facility_object("af", workers=6)
     obj["metadata"]["namespace"] = namespace
     try:
-        kube.apply(obj)
+        with running_operator(cluster, namespace, metrics_port, log_path, env) as operator:
+            kube.apply(obj)
 
-        def pool_planned():
-            if operator.poll() is not None:
-                raise AssertionError(f"operator exited: {log_path.read_text()[-3000:]}")
-            pool = kube.get("XCachePool", namespace, "af-xcache")
-            plan = ((pool or {}).get("status") or {}).get("plan")
-            return plan if plan and any(plan.get("hosts", {}).values()) else None
+            def pool_planned():
+                still_running(operator, log_path)
+                pool = kube.get("XCachePool", namespace, "af-xcache")
+                plan = ((pool or {}).get("status") or {}).get("plan")
+                return plan if plan and any(plan.get("hosts", {}).values()) else None
 
-        wait_until(lambda: pool_planned() is not None, timeout=120, interval=1, what="the cache pool to be planned")
-        hosts = pool_planned()["hosts"]
-        switch = sorted(s for s, h in hosts.items() if h)[0]
+            wait_until(lambda: pool_planned() is not None, timeout=120, interval=1,
+                       what="the cache pool to be planned")
+            hosts = pool_planned()["hosts"]
+            switch = sorted(s for s, h in hosts.items() if h)[0]
 
-        def pod_addresses():
-            """node -> pod address of the switch's planned cache hosts, once every pod has one."""
-            pods = {p["spec"].get("nodeName"): p["status"].get("podIP")
-                    for p in kube.list("Pod", namespace, {"switchyard.dev/pool": "af-xcache"})}
-            return {h: pods[h] for h in hosts[switch]} if all(pods.get(h) for h in hosts[switch]) else None
+            def pod_addresses():
+                """node -> pod address of the switch's planned cache hosts, once every pod has one."""
+                pods = {p["spec"].get("nodeName"): p["status"].get("podIP")
+                        for p in kube.list("Pod", namespace, {"switchyard.dev/pool": "af-xcache"})}
+                return {h: pods[h] for h in hosts[switch]} if all(pods.get(h) for h in hosts[switch]) else None
 
-        wait_until(lambda: pod_addresses() is not None, timeout=120, interval=1, what="the cache pods' addresses")
-        yield {"namespace": namespace, "facility": "af", "pool": "af-xcache", "switch": switch,
-               "host": sorted(hosts[switch])[0], "addresses": pod_addresses(), "metrics_port": metrics_port,
-               "operator": operator, "log": log_path}
+            wait_until(lambda: pod_addresses() is not None, timeout=120, interval=1, what="the cache pods' addresses")
+            yield {"namespace": namespace, "facility": "af", "pool": "af-xcache", "switch": switch,
+                   "host": sorted(hosts[switch])[0], "addresses": pod_addresses(), "metrics_port": metrics_port,
+                   "operator": operator, "log": log_path}
     finally:
-        operator.terminate()
-        try:
-            operator.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            operator.wait(timeout=10)
         kube.delete("Namespace", None, namespace)
 
 
