@@ -14,22 +14,23 @@ origin behind the WAN link shaped to W = wanGbps x scale and the real caches fro
 2. at the same time the fleet's readers (fabric_scenario.layout: a stream per worker, paced at its readGbps, on
    the worker nodes) read files no cache holds, each stream a list of its own read once through the ring's
    home of each file: every byte they read crosses the WAN;
-3. windows while both read (fabric_scenario.measure): from the shapers' counters, the WAN's bytes (the origin's
-   link out) and the analysis' reads (the worker nodes' links in: each a miss); the rest of the WAN is the
-   prestage's at most (the caches' prefetch of the analysis' files ahead of its readers counts there too); a
-   sampler beside them takes every second the same counters, the runner's own read bytes (its /metrics) and
-   what the caches hold of the dataset and of the analysis' files (cached_bytes: what each cache fetched of
-   each set, which a cache's one connection to the origin mixes on the wire);
+3. windows while both read (fabric_scenario.measure): the WAN's bytes (the origin's link out, the shapers'
+   counters); a sampler beside them takes every second the same counters, the readers' links in, the runner's
+   own read bytes (its /metrics) and what the caches hold of the dataset and of the analysis' files
+   (cached_bytes: what each cache fetched of each set, which a cache's one connection to the origin mixes on
+   the wire). A window's split of the WAN is what the caches fetched of each set within it (window_figures):
+   the readers' links in lag the analysis' share, since XCache fetches an opened file to its end ahead of its
+   reader (in df00291's run the readers received 184 MB while the caches fetched 632 MB of their files);
 4. when the runner has ended, the links unshaped, a worker node reads every prestaged file through its ring
    home once: the origin's link out (interface bytes) over that pass is what it fetched.
 
 The model: the runner is paced to its share (prestage/pace.py: share x W in total), so the rest of the WAN is
 the analysis': its fair share is W x (1 - share), or its demand when that is less (the case's readers ask more).
-What the pace holds is the runner's reads from the caches. A cache fetches from the origin what its pfc
-prefetch asks, and XCache prefetches every file it opens to the file's end (XrdPfc registers a file for prefetch
-when a reader opens it; pfc.prefetch bounds only the blocks in flight): the runner's pace sets when it opens its
-next file, not how fast the cache fetches the files it has open. The per-second series shows what that does on
-the WAN; --file-mib sets the file size (a file the size of the pool's prefetch or less is fetched whole either way).
+What the pace holds: XCache prefetches every file a reader opens to the file's end (XrdPfc registers a file
+for prefetch at its open; pfc.prefetch bounds only the blocks in flight), so the runner charges a file's whole
+size to the pace before it opens it (prestage/runner.py; until df00291 it paced its reads, which set only when
+the next file opened: 64 MiB files took the WAN at 1.56-2.01 of the budget). The per-second series shows what
+that does on the WAN; --file-mib sets the file size.
 A window with more than fabric_bench.CPU_LIMIT of all cores busy is invalid. The restart part of the acceptance
 (a runner restarted mid-prestage fetches no finished file again) is operator/tests/integration/
 test_prestage_xrootd.py's.
@@ -242,15 +243,37 @@ def fair_share(wan_gbps: float, share: float, demand_gbps: float) -> float:
     return min(demand_gbps, wan_gbps * (1 - share))
 
 
-def window_figures(w: dict, model: dict) -> dict:
-    """One window's model Gbps (wire Mbit/s ÷ scale): the WAN's, the analysis' (its readers' links in: every
-    read a miss), the prestage's (the rest), against the analysis' fair share and the prestage's budget."""
+def fetched_in(series: list, span: list[float] | None) -> dict | None:
+    """What the caches fetched of the dataset ("p") and of the analysis' files ("a") over a window (payload bytes)
+    and the seconds between the series' first and last samples inside its span; None without two of them."""
+    if not span:
+        return None
+    inside = [s for s in series if span[0] <= s[0] <= span[1]]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    (t0, *_, p0, a0), (t1, *_, p1, a1) = inside[0], inside[-1]
+    return {"seconds": round(t1 - t0, 3), "p": p1 - p0, "a": a1 - a0}
+
+
+def window_figures(w: dict, model: dict, series: list | None = None) -> dict:
+    """One window's model Gbps (wire Mbit/s ÷ scale). The WAN's split between the two sets is what the caches
+    fetched of each (fetched_in, payload counted as full frames carry it): the origin sends a cache both on one
+    connection, and XCache fetches an opened file to its end ahead of its reader, so the readers' links in (what
+    they received) lag what the analysis took of the WAN. The analysis' share and the prestage's are those
+    fetches; without the series (a run before they were kept per window) the readers' links in stand for the
+    analysis, and the prestage is the WAN's rest."""
     scale = model["scale"]
-    wan, analysis = w["wan_mbit"] / scale, w["analysis_mbit"] / scale
-    prestage = wan - analysis
+    wan, received = w["wan_mbit"] / scale, w["analysis_mbit"] / scale
+    fetched = fetched_in(series or [], w.get("span"))
+    if fetched:
+        per = WIRE_PER_PAYLOAD * 8 / fetched["seconds"] / 1e6 / scale
+        analysis, prestage = fetched["a"] * per, fetched["p"] * per
+    else:
+        analysis, prestage = received, wan - received
     fair = fair_share(model["wan_gbps"], model["share"], model["demand_gbps"])
     budget = model["wan_gbps"] * model["share"]
     return {"wan_gbps": round(wan, 3), "analysis_gbps": round(analysis, 3), "prestage_gbps": round(prestage, 3),
+            "received_gbps": round(received, 3), "by_fetches": bool(fetched),
             "fair_gbps": round(fair, 3), "analysis_over_fair": round(analysis / fair, 3),
             "prestage_over_budget": round(prestage / budget, 3), "wan_used": round(wan / model["wan_gbps"], 3),
             "cpu_busy": w["cpu_busy"], "valid": w["cpu_busy"] <= CPU_LIMIT}
@@ -259,7 +282,7 @@ def window_figures(w: dict, model: dict) -> dict:
 def summarise(run: dict) -> dict:
     """A repeat's windows and its verdicts: the analysis ÷ fair share over the valid windows (met when every
     valid window keeps ACCEPTED), the prestage ÷ budget, and the pass's origin bytes."""
-    windows = [window_figures(w, run["model"]) for w in run["windows"]]
+    windows = [window_figures(w, run["model"], run.get("series")) for w in run["windows"]]
     valid = [w for w in windows if w["valid"]]
     use = valid or windows
     ratios = [w["analysis_over_fair"] for w in use]
@@ -350,7 +373,9 @@ def measure_repeat(case, args, log) -> dict:
                 "fabric_cores": round(w.fabric_cores, 3), "softirq_cores": round(w.softirq_cores, 3),
                 "wan_mbit": round(w.wire_mbit("wan")[0], 3),
                 "analysis_mbit": round(sum(w.wire_mbit(f"host:{n}")[1] for n in workers), 3),
-                "caches_in_mbit": {c: round(w.wire_mbit(f"host:{c}")[1], 3) for c in caches}} for w in m.windows]
+                "caches_in_mbit": {c: round(w.wire_mbit(f"host:{c}")[1], 3) for c in caches},
+                "span": [round(w.ended - w.seconds - sampler.t0, 3), round(w.ended - sampler.t0, 3)]}
+               for w in m.windows]
     read_bytes = progress.bytes_done if progress else 0
     return {"model": model, "caches": caches, "workers": workers, "ring": ring, "readers": len(the.streams),
             "dataset_files": len(files), "file_bytes": file_bytes, "runner_command": argv[next(i for i, a in enumerate(argv) if a.endswith("switchyard")):],
@@ -387,17 +412,20 @@ def report(results: list[dict], args, meta: dict) -> str:
              f"--gbps {args.share:g} × W; --parallel {args.parallel}), in the first cache host's namespace, over the "
              f"dataset's files; the fleet's readers (a stream per worker, paced at its readGbps) read {args.file_mib} "
              "MiB files no cache holds, each stream its own, through the ring: each read a miss. Per window: the WAN "
-             "is the origin's link out, the analysis its readers' links in (its reads: each a miss), the prestage the "
-             "rest: at most, since the caches' prefetch of the analysis' files ahead of its readers counts there too.",
+             "is the origin's link out; the analysis' share of it and the prestage's are what the caches fetched of "
+             "each set over the window (the blocks their data files gained, counted as full frames carry them: the "
+             "origin sends a cache both sets on one connection, which the shapers cannot split). The readers' links in "
+             "(what they received) are shown beside: XCache fetches an opened file to its end ahead of its reader, so "
+             "they lag what the analysis took of the WAN, with a prestage or without.",
              "",
              "The model: the runner is paced to its share (prestage/pace.py: wanShare × wanGbps in total), so the rest "
              "of the WAN is the analysis': its fair share is W × (1 − wanShare), or its demand when that is less (here "
              "the readers ask more). The pace counts the payload the runner reads; on the wire a full frame carries "
              "1448 bytes in 1514, so a runner at its pace sends about 1.046 × its budget, and the WAN's rest is about "
-             "0.954 of the analysis' fair share (see the ÷ budget column). What the pace holds is the runner's reads from "
-             "the caches; XCache prefetches every file it opens to the file's end (pfc.prefetch bounds only the blocks "
-             "in flight), so the pace sets when the runner opens its next file, not how fast the caches fetch the "
-             "files it has open: the per-second lines below compare the prestage's WAN with the runner's own reads and with "
+             "0.954 of the analysis' fair share (see the ÷ budget column). XCache prefetches every file it opens to the "
+             "file's end (pfc.prefetch bounds only the blocks in flight), so the runner charges a file's size to the "
+             "pace before it opens it, and the caches fetch it at what the WAN gives them while the next file waits: "
+             "the per-second lines below compare the prestage's WAN with the runner's own reads and with "
              "what the caches wrote of each set (their data files' allocated blocks: what each fetched of it). "
              f"A window with more than {CPU_LIMIT:.0%} of all cores busy is invalid (marked). Acceptance (issue 30): "
              f"every valid window ≥ {ACCEPTED:g}; afterwards the pass reads 0 bytes from the origin (below "
@@ -418,12 +446,15 @@ def report(results: list[dict], args, meta: dict) -> str:
                   f"dataset {r0['dataset_files']} files × {r0['file_bytes'] >> 20} MiB",
                   f"- runner (the Job's command, the pod's paths replaced): `{' '.join(r0['runner_command'])}`",
                   ""]
-    lines += ["| repeat | window | WAN Gbps (÷ W) | prestage Gbps (WAN − analysis) | prestage ÷ budget | analysis reads Gbps | fair share "
-              "| analysis ÷ fair | CPU busy | valid |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines += ["| repeat | window | WAN Gbps (÷ W) | prestage Gbps (fetched) | prestage ÷ budget | analysis Gbps "
+              "(fetched) | readers received Gbps | fair share | analysis ÷ fair | CPU busy | valid |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for i, r in enumerate(results):
         for j, w in enumerate(r["summary"]["windows"], 1):
-            lines.append(f"| {i} | {j} | {w['wan_gbps']:.2f} ({w['wan_used']:.3f}) | {w['prestage_gbps']:.2f} "
-                         f"| {w['prestage_over_budget']:.3f} | {w['analysis_gbps']:.2f} | {w['fair_gbps']:.2f} "
+            how = "" if w.get("by_fetches", True) else " (WAN − received)"
+            lines.append(f"| {i} | {j} | {w['wan_gbps']:.2f} ({w['wan_used']:.3f}) | {w['prestage_gbps']:.2f}{how} "
+                         f"| {w['prestage_over_budget']:.3f} | {w['analysis_gbps']:.2f}{' (received)' if how else ''} "
+                         f"| {w.get('received_gbps', w['analysis_gbps']):.2f} | {w['fair_gbps']:.2f} "
                          f"| {w['analysis_over_fair']:.3f}{'' if w['analysis_over_fair'] >= ACCEPTED else ' (< 0.9)'} "
                          f"| {w['cpu_busy']:.0%} | {'yes' if w['valid'] else 'INVALID'} |")
     lines += ["", "Per repeat:", ""]

@@ -175,6 +175,7 @@ class Window:
     fabric_cores: float = 0.0             # cores the fabric's own processes used (xrootd, readers)
     softirq_cores: float = 0.0            # cores in softirq (forwarding, shaping: the kernel's share)
     wire: dict[str, tuple[int, int]] = field(default_factory=dict)  # the same, as the shapers sent them (frames)
+    ended: float = 0.0                    # time.monotonic() at its end: where it lies beside other samples
 
     def mbit(self, key: str) -> tuple[float, float]:
         return _mbit(self.bytes[key], self.seconds)
@@ -288,7 +289,7 @@ def measure(fabric: Fabric, the: Layout, warmup: float, window: float, repeats: 
         jiffies = max(1e-9, cpu1[1] - cpu0[1])
         busy = (cpu1[0] - cpu0[0]) / jiffies
         w = Window(t1 - t0, _delta(after, before), busy, os.getloadavg()[0], (own1 - own0) / (t1 - t0),
-                   (cpu1[2] - cpu0[2]) / jiffies * cores, _delta(wire1, wire0))
+                   (cpu1[2] - cpu0[2]) / jiffies * cores, _delta(wire1, wire0), t1)
         measured.windows.append(w)
         log(f"  window {len(measured.windows)}: {w.seconds:.1f} s, CPU busy {busy:.0%}, headroom "
             f"{(1 - busy) * cores:.2f} cores (fabric processes "

@@ -182,7 +182,31 @@ def test_the_report_gives_each_window_the_verdicts_and_what_the_series_shows():
     args = bench.argparse.Namespace(share=0.5, case=bench.CASE, scale=SCALE, parallel=4, file_mib=64, repeats=1,
                                     windows=1, window=20.0, warmup=10.0)
     text = bench.report([run], args, {"seconds": 100, "load_start": 1.0, "load_end": 1.0, "congestion": "bbr"})
-    assert "| 0 | 1 | 39.00 (0.975) | 20.50 | 1.025 | 18.50 | 20.00 | 0.925 | 40% | yes |" in text
+    # a window without its span (a run from before df00291's bench): the readers' links in stand for the analysis
+    assert ("| 0 | 1 | 39.00 (0.975) | 20.50 (WAN − received) | 1.025 | 18.50 (received) | 18.50 | 20.00 | 0.925 "
+            "| 40% | yes |") in text
     assert "10/10 files done" in text and "0 origin bytes (0 file bytes)" in text
     assert "the caches came to hold 10 MB of the dataset and 5 MB of the analysis' files" in text
     assert text.rstrip().endswith("acceptance ≥ 0.9 in every valid window: met.")
+
+
+def test_the_wan_split_is_what_the_caches_fetched_of_each_set_over_the_window():
+    # XCache fetches an opened file to its end ahead of its reader: the readers received 10 Mbit/s (5 model Gbps)
+    # while the caches fetched 15 MB of the analysis' files and 5 MB of the dataset in the window's 2 s (samples at
+    # 1 s and 3 s; the ones outside its span left out)
+    mbyte = 1_000_000
+    series = [(0.0, 0, 0, 0, 0, 0), (1.0, 0, 0, 0, 1 * mbyte, 1 * mbyte), (2.0, 0, 0, 0, 4 * mbyte, 9 * mbyte),
+              (3.0, 0, 0, 0, 6 * mbyte, 16 * mbyte), (4.0, 0, 0, 0, 50 * mbyte, 50 * mbyte)]
+    window = {"wan_mbit": 80.0, "analysis_mbit": 10.0, "cpu_busy": 0.2, "span": [0.5, 3.5]}
+    figures = bench.window_figures(window, run_of([])["model"], series)
+    wire = 1514 / 1448
+    assert figures["by_fetches"] and figures["received_gbps"] == 5
+    assert figures["analysis_gbps"] == pytest.approx(15 * 8 / 2 / 2 * wire, abs=1e-3)     # 31.4 of a fair 20
+    assert figures["prestage_gbps"] == pytest.approx(5 * 8 / 2 / 2 * wire, abs=1e-3)
+    assert figures["analysis_over_fair"] == pytest.approx(30 * wire / 20, abs=1e-3)
+    assert figures["prestage_over_budget"] == pytest.approx(10 * wire / 20, abs=1e-3)
+    s = bench.summarise(run_of([window], series=series))
+    assert s["met"] and s["windows"][0] == figures
+    # fewer than two samples inside the span: the links in stand for the analysis, the WAN's rest for the prestage
+    alone = bench.window_figures({**window, "span": [0.5, 1.5]}, run_of([])["model"], series)
+    assert not alone["by_fetches"] and alone["analysis_gbps"] == 5 and alone["prestage_gbps"] == 35
