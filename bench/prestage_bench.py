@@ -416,7 +416,7 @@ def report(results: list[dict], args, meta: dict) -> str:
              "each set over the window (the blocks their data files gained, counted as full frames carry them: the "
              "origin sends a cache both sets on one connection, which the shapers cannot split). The readers' links in "
              "(what they received) are shown beside: XCache fetches an opened file to its end ahead of its reader, so "
-             "they lag what the analysis took of the WAN, with a prestage or without.",
+             "they lag what the analysis took of the WAN.",
              "",
              "The model: the runner is paced to its share (prestage/pace.py: wanShare × wanGbps in total), so the rest "
              "of the WAN is the analysis': its fair share is W × (1 − wanShare), or its demand when that is less (here "
