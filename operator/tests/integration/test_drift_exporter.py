@@ -131,3 +131,49 @@ def test_observed_gbps_from_a_real_exporter_matches_the_bytes_the_client_receive
     right = assess({subject: observed[SWITCH] * 1.01}, judged, {subject: SwitchDrift(True)}, now,
                    DriftRules(floor_gbps=0.001, clear_seconds=0))
     assert not right.drifting and right.cleared == (subject,)
+
+
+def test_bytes_to_a_reader_that_keeps_its_connection_busy_are_counted_while_it_reads(cache_with_exporter, xrd_base):
+    # A Dask worker's XRootD client keeps its connection to a cache, busy, for as long as it reads; the drift
+    # check's serve figure is xrootd's summary count of bytes to clients, which must follow such a reader
+    # while it reads, not only when it disconnects. (With 40 such readers on loopback, or 97 on the fabric, it
+    # did not: the count stayed flat while they read, in XRootD 5.5.3, 'xrd.report ... sync' or not: open in #31.)
+    from XRootD import client
+    from XRootD.client.flags import OpenFlags
+
+    origin, cache, exporter = cache_with_exporter
+    size = 4 * MIB
+    lfn = origin.put("busy.bin", os.urandom(size))
+    poller = Poller(exporter.metrics_port)
+    handle = client.File()
+    status, _ = handle.open(cache.url_for(lfn), OpenFlags.READ, timeout=30)
+    assert status.ok, status.message
+    read, failed, stop = [0], [], threading.Event()
+
+    def read_on() -> None:
+        while not stop.is_set():
+            status, data = handle.read(0, size, timeout=30)
+            if not status.ok or len(data) != size:
+                failed.append(status.message)
+                return
+            read[0] += size
+
+    reader = threading.Thread(target=read_on, daemon=True)
+    poller.thread.start()
+    try:
+        wait_until(lambda: len(poller.points()) >= 2, timeout=30, interval=0.5, what="the exporter's summaries")
+        before, read_before = poller.points()[-1].bytes, read[0]
+        reader.start()
+        # the connection never pauses: the count must follow what was read while it reads
+        wait_until(lambda: poller.points()[-1].bytes - before >= 8 * size or failed, timeout=30, interval=0.5,
+                   what="the busy connection's bytes in the exporter's counter")
+        counted, done = poller.points()[-1].bytes - before, read[0] - read_before
+        assert not failed and reader.is_alive(), failed
+        assert 8 * size <= counted <= done * 1.02 + size, (counted, done)
+    finally:
+        stop.set()
+        reader.join(timeout=30)
+        handle.close(timeout=10)
+        poller.stop.set()
+        poller.thread.join(timeout=5)
+
