@@ -83,11 +83,14 @@ class Case:
     fleets: list
 
 
-def load_case(where: pathlib.Path, name: str, workers: bool) -> Case:
-    """The case's facility, with its fleets (`workers`) or without them (its outside readers alone)."""
+def load_case(where: pathlib.Path, name: str, workers: bool, readers: int = 0) -> Case:
+    """The case's facility, with its fleets (`workers`) or without them (its outside readers alone); with
+    `readers`, each outside group has that many, its Gbps split among them."""
     doc = yaml.safe_load((where / f"{name}-facility.yaml").read_text())
     if not workers:
         doc["spec"]["fleets"] = []
+    for group in doc["spec"].get("outsideReaders", []) if readers else ():
+        group["readGbps"], group["count"] = group["readGbps"] * group["count"] / readers, readers
     if any(p.get("missRatio", 0.1) for p in doc["spec"]["cachePools"]):
         raise ValueError("the bench warms its caches: give every pool missRatio 0 so the plan predicts no fills")
     nodes = load_topology(read_yaml(str(where / f"{name}.yaml")), name).node_infos()
@@ -397,6 +400,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs of each variant, each on a fabric of its own")
     parser.add_argument("--files", type=int, default=1024, help="files the readers read (more: the ring split closer to its weights)")
     parser.add_argument("--file-kib", type=int, default=512)
+    parser.add_argument("--readers", type=int, default=0,
+                        help="readers per outside group, its Gbps split among them (0: the case's count)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="outside-readers")
     args = parser.parse_args()
@@ -411,7 +416,7 @@ def main() -> int:
             if key not in args.variants.split(","):
                 continue
             print(f"{variant}, run {run}: load {os.getloadavg()[0]:.2f}", flush=True)
-            case = load_case(pathlib.Path(args.topologies), args.case, workers=key != "alone")
+            case = load_case(pathlib.Path(args.topologies), args.case, workers=key != "alone", readers=args.readers)
             r = measure_variant(case, args, lambda m: print(m, flush=True), declared=key != "undeclared")
             r["summary"] = summarise(r)
             print(f"  measured ÷ fair: delivered {r['summary']['ratio_delivered']}, "

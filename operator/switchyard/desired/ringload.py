@@ -18,7 +18,7 @@ caps are judged on all of a host's load (a host busy with its switch's local
 readers has no room for moved reads, and is relieved by shedding ring reads);
 client_switch cannot tell the two apart on a switch with both kinds of
 reader; and the proof below holds, as local reads are a demand no weight
-moves. A counter that went back or whose xrootd restarted gives no figure
+moves. A counter that went back or whose exporter restarted gives no figure
 for that read. Over the ring R
 (the planned hosts without status.ringOut): total = sum of served(h);
 planned(h) = the host's plan weight / the ring's plan weight x total (its
@@ -85,7 +85,7 @@ from ..observe.drift import metric_samples
 from ..observe.exporterspec import PREFIX
 
 SERVED_SAMPLE = PREFIX + "served_bytes_total"
-STARTED_SAMPLE = PREFIX + "xrootd_start_time_seconds"
+STARTED_SAMPLE = PREFIX + "exporter_start_time_seconds"  # its counters restart with it
 BITS_PER_BYTE_GIGA = 8 / 1e9  # bytes/s -> Gbps
 
 
@@ -115,7 +115,7 @@ class RingLoadRules:
 
 @dataclass(frozen=True)
 class Counter:
-    """A host's served bytes (summed over reader switches) and when its xrootd started (None: not reported)."""
+    """A host's served bytes (summed over reader switches) and when its exporter started (None: not reported)."""
 
     served_bytes: float
     started: float | None = None
@@ -165,7 +165,7 @@ def served_counters(texts: Iterable[str], pool: str) -> dict[str, Counter]:
 
 
 def served_gbps(before: Mapping[str, Counter], after: Mapping[str, Counter], seconds: float) -> dict[str, float]:
-    """host -> Gbps served between two reads `seconds` apart; a host whose counter went back or whose xrootd
+    """host -> Gbps served between two reads `seconds` apart; a host whose counter went back or whose exporter
     restarted in between has no figure."""
     if seconds <= 0:
         return {}

@@ -38,7 +38,9 @@ def rate(metric: str, selector: str) -> str:
     return f"rate({metric}{{{selector}}}[{RATE}])"
 
 
-SERVED = f"rate(switchyard_xcache_client_bytes_total{{{CACHE}}}[{RATE}])"
+# What readers read (the f-stream), every client switch together; not xrootd's link-out count, which leaves
+# busy connections out (observe/drift.py parse_readings).
+SERVED = f"sum without (client_switch) (rate(switchyard_xcache_served_bytes_total{{{CACHE}}}[{RATE}]))"
 HOST_BPS = f"sum by (host) ({SERVED}) * 8"
 
 

@@ -63,18 +63,28 @@ disk readings use; the pods are listed again only when a planned host has no
 known pod, or once per resync: `bench/idle_api.py` counted 44 requests per
 idle minute with the check, 43 without, the one more a pod list) and keeps,
 per host, its
-`switchyard_xcache_client_bytes_total` with the time the exporter received
-the xrootd summary it comes from.
+`switchyard_xcache_served_bytes_total` (every `client_switch` together)
+with `switchyard_xcache_served_bytes_timestamp_seconds`, when the exporter
+last brought that count up to date: the f-stream packet it last received,
+or, when the f-stream has been silent for two summary intervals (no file
+being read), the summary it last received.
 
 - **Observed**, per switch (`switchyard_observed_gbps{direction="serve"}`):
-  the bytes the cache hosts on that switch sent to clients (xrootd's own
-  link-out counter, protocol overhead included) over the last
-  `SWITCHYARD_DRIFT_WINDOW_SECONDS` (60 s), from the summary read at or
-  before the window's start to the latest, divided by the time between the
-  two summaries, summed over the switch's hosts. A switch is unmeasured while
-  one of its planned hosts has no 30 s of summaries in the window, or none
-  for `SWITCHYARD_DRIFT_STALE_SECONDS` (60 s); a restarted xrootd's counter
-  counts from its restart.
+  the bytes readers read from the cache hosts on that switch (the f-stream's
+  bytes read, payload only) over the last
+  `SWITCHYARD_DRIFT_WINDOW_SECONDS` (60 s), from the count read at or before
+  the window's start to the latest,
+  divided by the time between their timestamps, summed over the switch's
+  hosts. A switch is unmeasured while one of its planned hosts has no 30 s of
+  counts in the window, or none for `SWITCHYARD_DRIFT_STALE_SECONDS` (60 s);
+  a restarted exporter's counts count from its restart
+  (`switchyard_xcache_exporter_start_time_seconds`). Not xrootd's own
+  link-out count (`switchyard_xcache_client_bytes_total`, from the summary):
+  XRootD 5.5.3 leaves connections that stay open and busy out of it. It
+  stayed flat with 40 readers paced on one cache on loopback
+  (test_drift_exporter), and for a whole run with 97 connections reading on
+  the fabric bench, while a Dask worker keeps its connection for as long as
+  it reads.
 - **Predicted**, per switch (`switchyard_predicted_gbps{direction="serve"}`):
   the plan's `status.plan.switches[].serveGbps`, the Gbps the planner's
   fair-share prediction says that switch's cache hosts serve when every

@@ -62,6 +62,10 @@ from ..xrootd.monitoring import CacheTotals, FileStream, MalformedPacket, Summar
 log = logging.getLogger("switchyard.observe.exporter")
 MAP_CHECK_SECONDS = 5.0  # how often the client map file is looked at (kubelet swaps a ConfigMap in within ~1 min)
 MALFORMED_LOG_SECONDS = 60.0  # at most one line a minute about refused monitoring packets
+# Summaries in a row with no f-stream packet before served_bytes_total counts as up to date at each summary.
+# xrootd sends the f-stream at every fstat pass that has a record (an open file's bytes, a close), at the
+# summaries' interval (xrootd/config.py): a pass within two silent intervals had nothing to say.
+SILENT_SUMMARIES = 3
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,9 @@ class XCacheCollector(Collector):
         self.malformed = 0
         self.malformed_logged_at = float("-inf")
         self.last_summary_at: float | None = None
+        self.started_at = time.time()
+        self.served_at: float | None = None  # when the served bytes were last known up to date
+        self.summaries_since_fstream = 0
         self.file_load = FileLoad()
         self.clock = time.time  # the clock `receive` is given; rates are read against it at scrape time
 
@@ -182,8 +189,13 @@ class XCacheCollector(Collector):
             for path, read_bytes in self.totals.clients.take_path_reads().items():
                 self.file_load.add(path, read_bytes, now)
             self.packets[kind] += 1
-            if kind == "summary":
+            if kind == "fstream":
+                self.served_at, self.summaries_since_fstream = now, 0
+            elif kind == "summary":
                 self.last_summary_at = now
+                self.summaries_since_fstream += 1
+                if self.summaries_since_fstream >= SILENT_SUMMARIES:
+                    self.served_at = now
 
     def use_client_map(self, client_map: ClientMap) -> None:
         """Files opened from now on are attributed with `client_map`."""
@@ -204,6 +216,9 @@ class XCacheCollector(Collector):
                 yield from self._summary_metrics(labels, summary)
             if self.last_summary_at is not None:
                 yield _sample("last_summary_timestamp_seconds", labels, self.last_summary_at)
+            if self.served_at is not None:
+                yield _sample("served_bytes_timestamp_seconds", labels, self.served_at)
+            yield _sample("exporter_start_time_seconds", labels, self.started_at)
             yield self._hot_files(labels)
         yield from self._space_metrics(labels)
 

@@ -33,13 +33,19 @@ class Family:
 
 FAMILIES = {f.name: f for f in (
     Family("last_summary_timestamp_seconds", "gauge", "When the last xrd.report summary arrived (Unix time)."),
+    Family("exporter_start_time_seconds", "gauge", "When this exporter started (Unix time): its counters count from "
+           "then."),
+    Family("served_bytes_timestamp_seconds", "gauge", "When served_bytes_total was last brought up to date (Unix "
+           "time): the last f-stream packet, or, once the f-stream has been silent for two summary intervals (no "
+           "file being read), the last summary."),
     Family("hit_bytes", "counter", "Bytes served from the cache's disks, per pfc g-stream file_close records."),
     Family("miss_bytes", "counter", "Bytes served on a cache miss, per pfc g-stream file_close records."),
     Family("bypass_bytes", "counter", "Bytes read from the origin around the cache, per pfc g-stream."),
     Family("origin_bytes", "counter", "Bytes fetched from the origin (new blocks written to disk plus bypass)."),
     Family("files_closed", "counter", "Files the cache closed (pfc g-stream file_close records)."),
     Family("monitoring_malformed_packets", "counter", "Monitoring packets that could not be decoded (dropped)."),
-    Family("client_bytes", "counter", "Bytes sent to clients (xrd.report link out)."),
+    Family("client_bytes", "counter", "Bytes sent to clients (xrd.report link out). XRootD 5.5 leaves "
+           "connections open and busy out of it (flat with some 40 such readers): use served_bytes_total."),
     Family("client_received_bytes", "counter", "Bytes received from clients (xrd.report link in)."),
     Family("connections", "counter", "Client connections accepted since xrootd started."),
     Family("open_connections", "gauge", "Client connections open now."),

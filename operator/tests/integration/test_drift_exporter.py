@@ -102,9 +102,9 @@ def test_observed_gbps_from_a_real_exporter_matches_the_bytes_the_client_receive
         poller.stop.set()
         poller.thread.join(timeout=5)
 
-    # The counter is xrootd's bytes to clients: every copy, plus a little protocol, never a copy more.
+    # The count is the f-stream's bytes read: every copy, exactly.
     sent = after.bytes - before.bytes
-    assert received <= sent < received * 1.02, (sent, received)
+    assert sent == received, (sent, received)
     assert poller.reads > len(poller.points())   # more reads than summaries: one point per summary
 
     # A window from just before the reads (the quiet summary `before`, the newest at or before its start) to the
@@ -120,9 +120,9 @@ def test_observed_gbps_from_a_real_exporter_matches_the_bytes_the_client_receive
     assert gbps == pytest.approx(expected) and gbps > 0
     observed = observed_gbps(poller.history, {SWITCH: [(POOL, HOST)], "sw2": [(POOL, "elsewhere")]}, now, rules)
     assert observed[SWITCH] == pytest.approx(gbps) and observed["sw2"] is None
-    # ... and what the client received over that span, within the protocol's share.
+    # ... and what the client received over that span.
     truth = received * 8 / (after.at - first.at) / 1e9
-    assert truth <= observed[SWITCH] < truth * 1.02
+    assert observed[SWITCH] == pytest.approx(truth)
 
     # Judged against a plan: a prediction twice what was served drifts once sustained; the right one never does.
     subject, judged = (SWITCH, SERVE), observations(observed, {})
@@ -134,10 +134,8 @@ def test_observed_gbps_from_a_real_exporter_matches_the_bytes_the_client_receive
 
 
 def test_bytes_to_a_reader_that_keeps_its_connection_busy_are_counted_while_it_reads(cache_with_exporter, xrd_base):
-    # A Dask worker's XRootD client keeps its connection to a cache, busy, for as long as it reads; the drift
-    # check's serve figure is xrootd's summary count of bytes to clients, which must follow such a reader
-    # while it reads, not only when it disconnects. (With 40 such readers on loopback, or 97 on the fabric, it
-    # did not: the count stayed flat while they read, in XRootD 5.5.3, 'xrd.report ... sync' or not: open in #31.)
+    # A Dask worker's XRootD client keeps its connection to a cache, busy, for as long as it reads: the drift
+    # check's serve figure must follow such a reader while it reads, not only when it disconnects.
     from XRootD import client
     from XRootD.client.flags import OpenFlags
 
@@ -177,3 +175,62 @@ def test_bytes_to_a_reader_that_keeps_its_connection_busy_are_counted_while_it_r
         poller.stop.set()
         poller.thread.join(timeout=5)
 
+
+
+def test_bytes_to_forty_readers_that_keep_their_connections_are_counted_while_they_read(cache_with_exporter,
+                                                                                          xrd_base):
+    """Forty readers, each on a connection of its own that stays open and busy (as Dask workers' are), are
+    counted while they read. XRootD 5.5.3's summary count of bytes to clients (client_bytes_total, the drift
+    check's serve figure before) stayed flat for the whole of this: 0 of their bytes, 'xrd.report ... sync' or
+    not; with 4 or 12 readers it counted 0.92 of them. The f-stream's count follows them."""
+    from XRootD import client
+    from XRootD.client.flags import OpenFlags
+
+    origin, cache, exporter = cache_with_exporter
+    size, readers, chunk = 4 * MIB, 40, 256 * 1024
+    lfns = [origin.put(f"forty{i}.bin", os.urandom(size)) for i in range(8)]
+    for i, lfn in enumerate(lfns):
+        assert xrdcp(cache.url_for(lfn), xrd_base / f"warm{i}.bin").returncode == 0
+    read, failed, stop = [0] * readers, [], threading.Event()
+
+    def read_on(index: int) -> None:
+        # Its own user name in the URL: XrdCl gives each a connection of its own (one per URL user and host).
+        handle = client.File()
+        url = cache.url_for(lfns[index % len(lfns)]).replace("root://", f"root://reader{index}@")
+        status, _ = handle.open(url, OpenFlags.READ, timeout=30)
+        if not status.ok:
+            failed.append(status.message)
+            return
+        offset = 0
+        while not stop.is_set():
+            status, data = handle.read(offset, chunk, timeout=30)
+            if not status.ok or len(data) != chunk:
+                failed.append(status.message)
+                break
+            read[index] += chunk
+            offset = (offset + chunk) % size
+            stop.wait(0.1)   # some 20 Mbit/s each: a busy connection, not a flood on two cores
+        handle.close(timeout=10)
+
+    poller = Poller(exporter.metrics_port)
+    poller.thread.start()
+    threads = [threading.Thread(target=read_on, args=(i,), daemon=True) for i in range(readers)]
+    try:
+        wait_until(lambda: len(poller.points()) >= 2, timeout=30, interval=0.5, what="the exporter's count")
+        before = poller.points()[-1].bytes
+        for thread in threads:
+            thread.start()
+        time.sleep(15)
+        # While they read: the count as of its last update, against what they had read by then.
+        counted, done = poller.points()[-1].bytes - before, sum(read)
+        connections = float(next(line.split()[-1] for line in metrics_text("127.0.0.1", exporter.metrics_port)
+                                  .splitlines() if line.startswith("switchyard_xcache_open_connections")))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        poller.stop.set()
+        poller.thread.join(timeout=5)
+    assert not failed, failed[:3]
+    assert connections >= readers, connections
+    assert 0.8 * done <= counted <= done + readers * chunk, (counted, done)   # a chunk each in flight at most

@@ -21,26 +21,48 @@ RULES = DriftRules()
 GB = 1e9 / 8  # bytes per Gbps-second
 
 
-def exporter_text(received_at: float) -> str:
-    """What a real exporter serves after one real xrootd summary."""
-    collector = XCacheCollector(ExporterSettings("af-xcache", "node-1", "sw1", (), (), 0.9, 0.95))
-    collector.receive(SUMMARY, received_at)
+FSTREAM = (Path(__file__).parent / "golden" / "xrootd-5.5.3-fstream.bin").read_bytes()  # two closes, 3145733 each
+
+
+def collector_text(collector: XCacheCollector) -> str:
     registry = CollectorRegistry()
     registry.register(collector)
     return generate_latest(registry).decode()
 
 
-def test_parse_reads_the_served_bytes_of_a_real_summary():
-    summary = decode(SUMMARY)
-    [reading] = parse_readings(exporter_text(1234.5))
-    assert reading == HostReading("af-xcache", "node-1", "sw1", summary.bytes_sent, summary.started, 1234.5)
+def fed(*packets: tuple[bytes, float]) -> XCacheCollector:
+    """A real exporter's collector, started at 100, after real xrootd packets (each with its arrival time)."""
+    collector = XCacheCollector(ExporterSettings("af-xcache", "node-1", "sw1", (), (), 0.9, 0.95))
+    collector.started_at = 100.0
+    for packet, at in packets:
+        collector.receive(packet, at)
+    return collector
 
 
-def test_parse_skips_an_exporter_without_a_summary_and_garbage():
-    collector = XCacheCollector(ExporterSettings("p", "h", "sw", (), (), 0.9, 0.95))
-    registry = CollectorRegistry()
-    registry.register(collector)
-    assert parse_readings(generate_latest(registry).decode()) == []
+def test_parse_reads_the_bytes_readers_read_as_of_the_last_fstream_packet():
+    # Not the summary's link-out count (xrootd leaves busy connections out of it): the f-stream's bytes read.
+    [reading] = parse_readings(collector_text(fed((SUMMARY, 1000.0), (FSTREAM, 1234.5))))
+    assert reading == HostReading("af-xcache", "node-1", "sw1", 2 * 3145733, 100.0, 1234.5)
+    assert decode(SUMMARY).bytes_sent != reading.served_bytes
+
+
+def test_the_count_is_up_to_date_at_a_summary_once_the_fstream_was_silent_two_intervals():
+    """xrootd sends the f-stream at each pass that has something to say (a file read, a close), at the summaries'
+    interval: an idle cache sends none, and must still be measured (0 Gbps), once no pass can be outstanding."""
+    def at(*packets):
+        return [r.reported_at for r in parse_readings(collector_text(fed(*packets)))]
+    assert at((FSTREAM, 10.0), (SUMMARY, 11.0), (SUMMARY, 12.0)) == [10.0]      # a pass may be on its way
+    assert at((FSTREAM, 10.0), (SUMMARY, 11.0), (SUMMARY, 12.0), (SUMMARY, 13.0)) == [13.0]
+    assert at((FSTREAM, 10.0), *((SUMMARY, t) for t in (11.0, 12.0, 13.0)), (FSTREAM, 14.0), (SUMMARY, 15.0)) \
+        == [14.0]
+    # An exporter that started beside an idle cache: measured from its third summary, at 0 bytes.
+    [idle] = parse_readings(collector_text(fed(*((SUMMARY, t) for t in (1.0, 2.0, 3.0)))))
+    assert (idle.served_bytes, idle.reported_at) == (0.0, 3.0)
+
+
+def test_parse_skips_an_exporter_not_yet_up_to_date_and_garbage():
+    assert parse_readings(collector_text(fed())) == []
+    assert parse_readings(collector_text(fed((SUMMARY, 1.0), (SUMMARY, 2.0)))) == []
     assert parse_readings("not { metrics") == []
 
 

@@ -45,6 +45,11 @@ def test_the_case_loads_the_racks_and_the_workers_take_a_share(workers):
                               ("condor-b", "condor-6x40", 240 * SCALE, 240 * SCALE)]
 
 
+def test_more_readers_per_group_split_the_same_gbps():
+    case = bench.load_case(REPO / "bench" / "topologies", bench.CASE, workers=True, readers=48)
+    assert [(g.count, g.read_gbps) for g in case.topology.outside] == [(48, 1.5), (48, 1.5)]   # 12 at 6 in the case
+
+
 def test_the_pool_publishes_the_ring_at_the_fabric_addresses_and_places_the_racks():
     case, plan, the = case_layout(True)
     addresses = {node: f"10.77.1.{i + 1}" for i, (node, *_rest) in enumerate(the.hosts)}

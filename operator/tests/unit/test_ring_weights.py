@@ -36,7 +36,7 @@ def served_text(host: str, total_bytes: float) -> str:
     return (f"# TYPE {name} counter\n"
             f'{name}{{{labels},client_switch="rack-a"}} {total_bytes / 2}\n'
             f'{name}{{{labels},client_switch="unknown"}} {total_bytes / 2}\n'
-            f'switchyard_xcache_xrootd_start_time_seconds{{{labels}}} 1700000000\n')
+            f'switchyard_xcache_exporter_start_time_seconds{{{labels}}} 1700000000\n')
 
 
 def all_ready() -> dict:

@@ -62,7 +62,7 @@ def changes(history, last: dict | None = None) -> list[dict]:
 def test_served_gbps_from_counter_deltas_and_none_across_a_restart():
     before = {"a": Counter(0.0, 1.0), "b": Counter(5e9, 1.0), "c": Counter(1e9, 1.0)}
     after = {"a": Counter(1.25e9 * 30, 1.0), "b": Counter(1e9, 1.0), "c": Counter(2e9, 2.0)}
-    assert served_gbps(before, after, 30.0) == {"a": 10.0}  # b went back, c's xrootd restarted
+    assert served_gbps(before, after, 30.0) == {"a": 10.0}  # b went back, c's exporter restarted
     assert served_gbps(before, after, 0.0) == {}
 
 
@@ -70,7 +70,7 @@ def test_served_counters_sum_the_reader_switches_of_the_pool():
     text = ('switchyard_xcache_served_bytes_total{pool="p",host="a",switch="s1",client_switch="s1"} 100\n'
             'switchyard_xcache_served_bytes_total{pool="p",host="a",switch="s1",client_switch="unknown"} 20\n'
             'switchyard_xcache_served_bytes_total{pool="other",host="a",switch="s1",client_switch="s1"} 999\n'
-            'switchyard_xcache_xrootd_start_time_seconds{pool="p",host="a",switch="s1"} 1700000000\n')
+            'switchyard_xcache_exporter_start_time_seconds{pool="p",host="a",switch="s1"} 1700000000\n')
     assert served_counters([text, "not { metrics"], "p") == {"a": Counter(120.0, 1700000000.0)}
 
 
