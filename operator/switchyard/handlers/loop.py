@@ -14,7 +14,7 @@ import kopf
 from .. import conditions as cond
 from ..api import GROUP, VERSION, reasons
 from ..apply import ApiError
-from ..observe.metrics import RECONCILE_SECONDS, RECONCILES
+from ..observe.metrics import RECONCILE_SECONDS, RECONCILES, forget_object
 from ..policy.settings import current
 from . import memory
 from .client import kube
@@ -178,6 +178,7 @@ def register(plural: str, kind: str, reconcile, on_forget=None, forgets_on_delet
         if forgets_on_delete:
             forget(body["metadata"]["uid"])
         _pending_wakes.discard((kind, body["metadata"]["namespace"], body["metadata"]["name"]))
+        forget_object(kind, body["metadata"]["namespace"], body["metadata"]["name"])
         if on_forget is not None:
             on_forget(body["metadata"]["namespace"], body["metadata"]["name"])
 

@@ -48,6 +48,14 @@ def export_ring_factors(namespace: str, pool: str, factors: Mapping[str, float])
         RING_WEIGHT_FACTOR.labels(namespace, pool, host).set(value)
 
 
+def forget_object(kind: str, namespace: str, name: str) -> None:
+    """Remove a deleted object's switchyard_managed_objects series (its children go with it)."""
+    try:
+        MANAGED_OBJECTS.remove(kind, namespace, name)
+    except KeyError:
+        pass  # never set (no reconcile converged in this process)
+
+
 def forget_pool(namespace: str, pool: str) -> None:
     """Remove every series of a pool's ring and hot files (when it is deleted)."""
     export_ring_factors(namespace, pool, {})

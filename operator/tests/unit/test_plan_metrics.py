@@ -35,3 +35,20 @@ def test_unplaced_workers_are_exported_per_fleet_and_zero_once_placed():
     finally:
         forget_facility("ns-u", "af")
     assert _unplaced("ns-u", "af", "af-f") is None
+
+
+def test_a_deleted_objects_managed_objects_series_goes():
+    from prometheus_client import REGISTRY
+
+    from switchyard.observe.metrics import MANAGED_OBJECTS, forget_object
+
+    def series() -> set:
+        return {tuple(sorted(s.labels.items())) for f in REGISTRY.collect() if f.name == "switchyard_managed_objects"
+                for s in f.samples if s.labels.get("namespace") == "ns-gone"}
+    MANAGED_OBJECTS.labels("XCachePool", "ns-gone", "pool-a").set(3)
+    MANAGED_OBJECTS.labels("XCachePool", "ns-gone", "pool-b").set(2)
+    forget_object("XCachePool", "ns-gone", "pool-a")
+    assert series() == {(("kind", "XCachePool"), ("name", "pool-b"), ("namespace", "ns-gone"))}
+    forget_object("XCachePool", "ns-gone", "pool-a")   # again, or never set: nothing to remove, no error
+    forget_object("XCachePool", "ns-gone", "pool-b")
+    assert series() == set()
