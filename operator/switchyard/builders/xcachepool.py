@@ -214,6 +214,10 @@ def build_statefulset(pool: str, spec: XCachePoolSpec, switch: str, hosts: tuple
                     "automountServiceAccountToken": False,  # nothing in a cache pod calls the API server
                     "affinity": {**switch_affinity(switch_label, switch, hosts), **one_per_node({POOL_LABEL: pool})},
                     **tolerations(spec.tolerations),
+                    # xrootd sets no SIGTERM handler: as its container's PID 1 it would ignore the kubelet's
+                    # SIGTERM and every delete, drain or rolling step would wait out the grace period for the
+                    # SIGKILL. Under the pod's shared pause process it is not PID 1, and SIGTERM ends it.
+                    "shareProcessNamespace": True,
                     "terminationGracePeriodSeconds": 60,
                     "initContainers": [_prepare_container(spec, mounts, exporter_image)],
                     "containers": [xrootd, exporter],

@@ -231,6 +231,18 @@ def test_cache_pod_least_privilege():
     assert "add" not in exporter["capabilities"]
 
 
+def test_cache_pod_shares_its_process_namespace_so_sigterm_ends_xrootd():
+    """xrootd sets no SIGTERM handler, so as its container's PID 1 it ignored SIGTERM (seen: run as PID 1 of a
+    PID namespace it outlived `kill -TERM`; as any other process it died of it) and a deleted cache pod held
+    its node for the whole grace period. Under the pod's pause process it is not PID 1. The running
+    containers have distinct users, so seeing each other's processes lets none read another's memory,
+    environment or root through /proc."""
+    pod = cache_pod()
+    assert pod["shareProcessNamespace"] is True and pod["terminationGracePeriodSeconds"] == 60
+    users = [c["securityContext"]["runAsUser"] for c in pod["containers"]]
+    assert len(set(users)) == len(users) and 0 not in users
+
+
 def test_cache_pod_runs_xrootd_as_the_pools_xrootd_user():
     pod = cache_pod({"xrootdUser": {"uid": 1094, "gid": 2000}})
     by_name = containers(pod)
