@@ -67,7 +67,7 @@ from hotspots_workload import (  # noqa: E402
     bench_load_rules, decide_hot, draw_reads, figures, hot_from_rates, load_fed_rounds, popularity, route,
     steady_rates, warm_pairs, workload_rates,
 )
-from switchyard.desired.hotfiles import file_rates  # noqa: E402
+from switchyard.desired.hotfiles import HotFileRules, file_rates  # noqa: E402
 from switchyard.desired.ringload import served_counters, served_gbps  # noqa: E402
 from switchyard.observe.exporterspec import DEFAULT_METRICS_PORT  # noqa: E402
 
@@ -98,13 +98,24 @@ def window_served_gbps(run: dict, pool: str, scale: float) -> dict:
                          served_gbps(served_counters(first, pool), served_counters(last, pool), t1 - t0).items()}}
 
 
-def scrape(fabric, caches: list[str]) -> list[str]:
-    """The caches' exporters' /metrics texts (those that answered)."""
+def hot_rules(text: str) -> HotFileRules:
+    """HotFileRules with the fields `text` names ("spread_share=0.15,shrink_share=0.1"), the product's for the rest."""
+    given = dict(item.split("=", 1) for item in text.split(",") if item)
+    return HotFileRules(**{key: type(getattr(HotFileRules(), key))(value) for key, value in given.items()})
+
+
+def scrape(fabric, caches: list[str], unanswered: dict | None = None) -> list[str]:
+    """The caches' exporters' /metrics texts (those that answered); a cache that did not is counted in
+    `unanswered` (cache -> [reads it missed, the last error's last line])."""
     out = []
     for node in caches:
         done = sh("ip", "netns", "exec", fabric.node(node).ns, sys.executable, "-c", SCRAPE, check=False)
         if done.returncode == 0:
             out.append(done.stdout)
+        elif unanswered is not None:
+            missed = unanswered.setdefault(node, [0, ""])
+            missed[0] += 1
+            missed[1] = ((done.stderr or "").strip().splitlines() or [""])[-1][:200]
     return out
 
 
@@ -129,11 +140,11 @@ def one_run(fabric, streams, reads, caches: list[str], readers: list[str], file_
     t0 = time.time()
     for node, node_streams in sorted(by_node.items()):
         fabric.start_readers(node, node_streams, once=True)
-    scrapes, served, next_scrape = [], [], t0 + (scrape_every or 0)
+    scrapes, served, unanswered, next_scrape = [], [], {}, t0 + (scrape_every or 0)
     while any(p.poll() is None for p in fabric.readers):
         time.sleep(POLL_SECONDS)
         if scrape_every and time.time() >= next_scrape:
-            scrapes.append((time.time() - t0, scrape(fabric, caches)))
+            scrapes.append((time.time() - t0, scrape(fabric, caches, unanswered)))
             sent = fabric.wire_counters()
             served.append((time.time() - t0, {c: sent[f"host:{c}"][0] for c in caches}))
             next_scrape += scrape_every
@@ -157,7 +168,8 @@ def one_run(fabric, streams, reads, caches: list[str], readers: list[str], file_
         f"served {fig.served_gbps}, origin ÷ unique (cumulative) {fig.origin_over_unique:.2f}, CPU busy {busy:.0%}")
     return {**asdict(fig), "seconds": [round(s, 2) for s in seconds], "filled_mib": round(filled / 2**20, 1),
             "cpu_busy": round(busy, 3), "headroom_cores": round((1 - busy) * (os.cpu_count() or 1), 2),
-            "valid": busy <= CPU_LIMIT, "scrapes": scrapes, "served_bytes": served}
+            "valid": busy <= CPU_LIMIT, "scrapes": scrapes, "served_bytes": served,
+            "exporters_unanswered": unanswered}
 
 
 def measure_workload(case, exponent: float | None, repeat: int, args, log) -> dict:
@@ -208,9 +220,10 @@ def measure_workload(case, exponent: float | None, repeat: int, args, log) -> di
                 raise RuntimeError("no exporter answered during the static run")
             at, texts = taken[-1] if taken else (float("nan"), [])
             by_workload = workload_rates(static_reads, args.file_kib << 10, max(static["seconds"]), scale)
-            lists = {"exporter": decide_hot(texts, pool_name, pool.body, ring, topology.hosts, scale, at)
+            rules = hot_rules(args.hot_rules)
+            lists = {"exporter": decide_hot(texts, pool_name, pool.body, ring, topology.hosts, scale, at, rules)
                      if texts else ([], None),
-                     "workload": hot_from_rates(by_workload, pool_name, pool.body, ring, topology.hosts)}
+                     "workload": hot_from_rates(by_workload, pool_name, pool.body, ring, topology.hosts, rules)}
             hot, hot_text = lists[args.hot_source]
             out["hot_source"], out["hot_read_at_seconds"] = args.hot_source, round(at, 1)
             out["hot_files"] = hot
@@ -253,6 +266,7 @@ def load_fed(ring: dict, hot_run: dict, hot_text: str, caps_gbps: dict, pool: st
             "loadfed_rounds": [{"factors_read_by": {c: round(r.weights[c] / ring[c], 6) for c in ring},
                                 "factors_after": r.factors, "served_gbps": r.run["served_gbps"],
                                 "window_served_gbps": window_served_gbps(r.run, pool, scale),
+                                "exporters_unanswered": r.run.get("exporters_unanswered", {}),
                                 "delivered_gbps": r.run["delivered_gbps"], "valid": r.run["valid"]}
                                for r in rounds]}
 
@@ -386,7 +400,9 @@ def report(results: list[dict], args, meta: dict) -> str:
                 lines.append(f"  - round {i}: {lowered or 'none'} → {step['factors_after'] or 'none'}; "
                              + ", ".join(f"{c} {fabric.get(c, float('nan')):.1f}/{exporter.get(c, float('nan')):.1f}"
                                          for c in step["served_gbps"])
-                             + f"; delivered {step['delivered_gbps']:.2f}{'' if step['valid'] else ' (invalid: CPU)'}")
+                             + f"; delivered {step['delivered_gbps']:.2f}{'' if step['valid'] else ' (invalid: CPU)'}"
+                             + "".join(f"; {c}'s exporter did not answer {n} reads ({why})"
+                                       for c, (n, why) in sorted(step.get("exporters_unanswered", {}).items())))
     lines += ["", "Acceptance (issue 30, Zipf 1.1): delivered ≥ 0.95 of uniform, slowest ≤ 1.25 × median, "
               "origin ≤ 1.1 × unique.", ""]
     return "\n".join(lines) + "\n"
@@ -449,6 +465,8 @@ def main() -> int:
                         help="what the hot list is decided from: the caches' exporters' per-file rates (the "
                              "operator's input; default), or the bench's count of what the static run's readers "
                              "asked of each cache")
+    parser.add_argument("--hot-rules", default="",
+                        help="desired/hotfiles.py HotFileRules fields to change, e.g. spread_share=0.15,shrink_share=0.1")
     parser.add_argument("--loadfed-rounds", type=int, default=6,
                         help="set-up 3's bound on rounds (the hot run the first): the rule's 5 steps to its floor "
                              "and one that steps nothing")

@@ -106,7 +106,7 @@ def test_replicas_of_many_hot_files_respect_each_cache_cap():
     assert max(_hot_load(listed, loads, ring).values()) <= CAP + 1e-9
 
 
-def test_a_file_enters_at_a_lower_share_while_its_home_serves_above_its_plan():
+def test_a_file_enters_at_a_lower_share_while_its_home_is_overloaded():
     ring = _ring(4)
     rates = _at_homes({"/warm": 1.2}, ring)
     home = hashing.home("/warm", ring)
@@ -118,6 +118,23 @@ def test_a_file_enters_at_a_lower_share_while_its_home_serves_above_its_plan():
     assert hot_files(rates, _budgets(ring, served=None), ring) == ()
     # Listed, it stays when the split brings its home back under its plan: leaving needs its own load to fall.
     assert hot_files(rates, calm, ring, previous=(_hot("/warm", 2),)) == (_hot("/warm", 2),)
+
+
+def test_a_home_below_its_plan_is_overloaded_when_it_serves_well_over_its_share_and_is_busy():
+    """The plan's figure is the ring at full capacity: bench-hotspots' busiest cache at Zipf 1.1 served 9.2 of
+    its 10 (its readers waiting on it) beside 4.0, 4.6 and 3.1, 1.8x its share, and was never above it."""
+    ring = _ring(4)
+    rates = _at_homes({"/warm": 1.2}, ring)
+    home = hashing.home("/warm", ring)
+    others = [h for h in ring if h != home]
+    skewed = {home: HostBudget(CAP, CAP, 9.2), **{h: HostBudget(CAP, CAP, g) for h, g in zip(others, (4.0, 4.6, 3.1))}}
+    assert hot_files(rates, skewed, ring) == (_hot("/warm", 2),)
+    # Over its share but idle enough not to matter (under half its cap): nothing enters below enter_share.
+    quiet = {h: HostBudget(CAP, CAP, b.served_gbps / 2.5) for h, b in skewed.items()}
+    assert hot_files(rates, quiet, ring) == ()
+    # Busy but at its share (every cache as busy): not overloaded.
+    even = {h: HostBudget(CAP, CAP, 9.2) for h in ring}
+    assert hot_files(rates, even, ring) == ()
 
 
 def test_a_files_load_is_summed_over_every_host_that_serves_it():
