@@ -98,8 +98,8 @@ class HotFileRules:
     over_share: float = 1.1         # a home serving above this x its share of the ring's serve now is overloaded ...
     busy_share: float = 0.5         # ... when it serves at least this of its cap
     leave_share: float = 0.05       # of the home's cap: a listed file this cold leaves
-    spread_share: float = 0.25      # of each home's cap: the most a replica of one file may take
-    shrink_share: float = 0.15      # of each home's cap: k shrinks only when one fewer keeps each home this low
+    spread_share: float = 0.15      # of each home's cap: the most a replica of one file may take
+    shrink_share: float = 0.10      # of each home's cap: k shrinks only when one fewer keeps each home this low
     max_files: int = 64
     max_replicas: int = 8
     incumbent_weight: float = 2.0
