@@ -19,10 +19,10 @@ does. Per repeat:
      `switchyard_xcache_hot_file_read_bytes_per_second` (the operator's input), read while the static run
      reads; or what the static run's readers asked of each cache per file (the bench's count). Both lists are
      recorded. (Before c646689, `xrootd.async off`, the exporter counted 0 bytes for the Python client's reads
-     through a cache; the f-stream counts what a request asks for, so a read past a file's end counts whole:
-     the fabric's readers (e2e/fabric_reader.py) read 1 MiB requests until one comes back empty, so at the
-     default --file-kib 1024 each read of a file counts twice, and the exporters' rates and served bytes read
-     about 2x what the links carry: smoke runs saw 1.6-2.4x.)
+     through a cache. The f-stream counts what a request asks for, so a read past a file's end counts whole:
+     until 6dbce60 the fabric's readers read 1 MiB requests until one came back empty, and at --file-kib 1024
+     each read of a file counted twice, the exporters reading 1.6-2.4x what the links carried. They stop at
+     the size the open gives now, as fsspec's and uproot's readers do.)
   3. load-fed: the hot list over ring weights lowered by switchyard.desired.ringload's rule, run step by step
      against load measured again: the hot run is the first round; after each round whose reads step a factor
      the readers are routed again by the new weights and read their lists again, until a round steps nothing
