@@ -21,7 +21,9 @@ weight over the ring's total weight.
    A home is overloaded when it serves more than over_share (1.1) x its
    share of what the ring serves now (served(home) > over_share x share(home)
    x the sum of served) and at least busy_share (0.5) of its cap: readers
-   skewed onto it, and it is busy enough for that to matter. Not "above
+   skewed onto it, and it is busy enough for that to matter (the test the
+   ring-weight rule makes, desired/ringload.py rule 1, on a lower busy share:
+   a replica costs one file's fetch, a lowered weight many). Not "above
    planned": planned is the ring at full capacity (the pool's status carries
    no other), which a hot spot's home reaches only once it is the
    bottleneck, and then every reader waits on it (bench-hotspots: Zipf 1.1's
@@ -76,6 +78,7 @@ from ..api.xcachepool import MAX_HOT_FILES, MAX_HOT_REPLICAS, HotFile
 from ..observe.drift import metric_samples
 from ..observe.exporterspec import PREFIX
 from ..planner import hashing
+from .ringload import over_its_share
 
 HOT_FILE_SAMPLE = PREFIX + "hot_file_read_bytes_per_second"
 BITS_PER_BYTE_GIGA = 8 / 1e9  # bytes/s -> Gbps
@@ -192,8 +195,8 @@ def _overloaded(ring: Mapping[str, float], budgets: Mapping[str, HostBudget], se
     """Rule 1's overloaded homes: above over_share x their share of what the ring serves now, and busy."""
     total_weight, total_served = sum(ring.values()), sum(served[h] for h in ring)
     return {h for h, weight in ring.items()
-            if served[h] > rules.over_share * weight / total_weight * total_served
-            and served[h] >= rules.busy_share * budgets[h].cap_gbps}
+            if over_its_share(served[h], weight / total_weight * total_served, budgets[h].cap_gbps,
+                              rules.over_share, rules.busy_share)}
 
 
 def _is_hot(gbps: float, home: HostBudget, overloaded: bool, listed: bool, rules: HotFileRules) -> bool:

@@ -148,6 +148,12 @@ class RingLoad:
     hosts: Mapping[str, HostLoad] = field(default_factory=dict)
 
 
+def over_its_share(served: float, share: float, cap: float, over_share: float, busy_share: float) -> bool:
+    """Rule 1's test of a host (and desired/hotfiles.py's of a hot file's home): it serves more than over_share x
+    its `share` of what the ring serves now, and at least busy_share of its `cap`."""
+    return served > over_share * share and served >= busy_share * cap
+
+
 def served_counters(texts: Iterable[str], pool: str) -> dict[str, Counter]:
     """host -> its served bytes counter, from exporters' /metrics texts (one that does not parse adds nothing)."""
     served: dict[str, float] = {}
@@ -215,7 +221,7 @@ def next_load(before: RingLoad, counters: Mapping[str, Counter], at: float, weig
         if at - state.changed_at < rules.settle_seconds:
             out[host] = replace(state, over=0, under=0)
             continue
-        over = (served[host] > rules.over_share * planned and served[host] >= rules.busy_share * caps[host]
+        over = (over_its_share(served[host], planned, caps[host], rules.over_share, rules.busy_share)
                 and any(served[g] < rules.room_share * caps[g] for g in ring if g != host)
                 and len(state.steps) < rules.max_steps)
         under = bool(state.steps) and _restorable(state.steps[-1], served[host], total, planned, caps[host], rules)
