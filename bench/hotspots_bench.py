@@ -137,9 +137,9 @@ def one_run(fabric, streams, reads, caches: list[str], readers: list[str], file_
         by_node.setdefault(s.node, []).append(([f"root://{fabric.node(c).ip}:{PORT}/{p}" for c, p in stream_reads],
                                                s.wire_mbit))
     wire0, wan_run0, cpu0 = fabric.wire_counters(), fabric.counters()["wan"][0], cpu_times()
-    t0 = time.time()
     for node, node_streams in sorted(by_node.items()):
         fabric.start_readers(node, node_streams, once=True)
+    t0 = fabric.release_readers()
     scrapes, served, unanswered, next_scrape = [], [], {}, t0 + (scrape_every or 0)
     while any(p.poll() is None for p in fabric.readers):
         time.sleep(POLL_SECONDS)

@@ -171,6 +171,11 @@ class Fabric:
     ports: list[Port] = field(default_factory=list)
     processes: list[subprocess.Popen] = field(default_factory=list)
     readers: list[subprocess.Popen] = field(default_factory=list)
+    _held: list[tuple[subprocess.Popen, Path]] = field(default_factory=list)  # readers waiting at the start
+
+    @property
+    def _go(self) -> Path:
+        return self.workdir / "readers.go"
 
     @classmethod
     def plan(cls, tag: str, uplinks_mbit: dict[str, float], hosts: list[tuple[str, str, float, float]],
@@ -401,14 +406,39 @@ class Fabric:
         """The node's reader streams in one process, sharing its XRootD connections as a Dask worker's threads
         do: (URLs read in order round and round, wire Mbit/s pace or 0). `process` names another process on
         the node (a batch job of its own). With `once`, each stream reads its URLs once and the process
-        exits; reader_report(node, process) then has their ends."""
+        exits; reader_report(node, process) then has their ends. The readers read nothing until
+        release_readers()."""
         name = self._readers_name(node_name, process)
+        ready = self.workdir / f"{name}.ready"
         spec = {"streams": [{"urls": urls, "wire_mbit": mbit} for urls, mbit in streams], "once": once,
-                "report": str(self.workdir / f"{name}.done.json")}
-        (self.workdir / f"{name}.done.json").unlink(missing_ok=True)
+                "report": str(self.workdir / f"{name}.done.json"), "ready": str(ready), "go": str(self._go)}
+        for stale in (self.workdir / f"{name}.done.json", ready):
+            stale.unlink(missing_ok=True)
         process = self._reader(node_name, spec, name)
         self.readers.append(process)
+        self._held.append((process, ready))
         return process
+
+    def release_readers(self, timeout: float = 180) -> float:
+        """Start every reader started since the last release at once, when all have started (imports done);
+        returns that moment (time.time()).
+
+        Processes started one after another would start reading in that order, seconds apart with tens of
+        them on two cores, and flows that start first keep a larger share of a shared link for longer than a
+        run at these scaled rates (bench/notes/outside-readers-48-readers.md: a rack whose 48 readers started
+        first read 1.08-1.14 of fair, the other rack's then first read 1.08-1.13)."""
+        deadline = time.monotonic() + timeout
+        for process, ready in self._held:
+            while not ready.exists():
+                if process.poll() is not None:
+                    raise FabricError(f"a reader exited ({process.returncode}) before the start: "
+                                      f"{ready.name.removesuffix('.ready')}.log in {self.workdir}")
+                if time.monotonic() > deadline:
+                    raise FabricError(f"readers not started within {timeout:.0f} s")
+                time.sleep(0.05)
+        self._held.clear()
+        self._go.touch()
+        return time.time()
 
     def reader_report(self, node_name: str, process: str = "") -> dict:
         """What the node's readers wrote as they ended (fabric_reader.py "report"): each stream's end, failures."""
@@ -430,6 +460,8 @@ class Fabric:
                 process.wait(timeout=5)
         self.processes = [p for p in self.processes if p not in self.readers]
         self.readers.clear()
+        self._held.clear()
+        self._go.unlink(missing_ok=True)
 
     # ------------------------------------------------------------ counters
 

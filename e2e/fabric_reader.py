@@ -3,7 +3,7 @@
     python3 fabric_reader.py SPEC.json
 
 SPEC: {"once": false, "streams": [{"urls": ["root://10.77.1.1:1094//f00.root", ...], "wire_mbit": 0}],
-       "report": "done.json"}.
+       "report": "done.json", "ready": "ready", "go": "go"}.
 Each stream opens a file with the XRootD client, reads it to the end in CHUNK
 reads, closes it and takes the next (the way an analysis job walks its files,
 so a stream's bytes split over its sources in fixed proportions and the
@@ -13,13 +13,16 @@ open between files: no process start per file, so files can be small and a
 With "once", every URL is read once (warming a cache, or a fixed workload) and
 the exit status says whether all reads succeeded; "report" names a file that
 gets each stream's wall-clock end (time.time(), null for a stream that did not
-finish) and the failed reads' count, for completion times. SIGTERM stops the
-streams.
+finish) and the failed reads' count, for completion times. With "ready" and
+"go", the process touches "ready" once it has started (imports done) and reads
+nothing until "go" exists: every reader of a run starts at the same moment
+(fabric.py release_readers). SIGTERM stops the streams.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -32,6 +35,7 @@ CHUNK = 1 << 20
 WIRE_PER_PAYLOAD = 1514 / 1448
 TIMEOUT = 60
 CREDIT = 1.0   # seconds of reading a paced stream may be behind and make up
+START_POLL = 0.05  # seconds between looks for the start signal
 
 
 def read_file(url: str, stop: threading.Event, pace) -> bool:
@@ -86,11 +90,19 @@ def stream(urls: list[str], wire_mbit: float, once: bool, stop: threading.Event,
             return
 
 
+def wait_for_go(ready: str, go: str, stop: threading.Event) -> None:
+    open(ready, "w").close()
+    while not os.path.exists(go) and not stop.wait(START_POLL):
+        pass
+
+
 def main(path: str) -> int:
     spec = json.loads(open(path).read())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if spec.get("go"):
+        wait_for_go(spec["ready"], spec["go"], stop)
     failures: list[str] = []
     ended: list[float | None] = [None] * len(spec["streams"])
 

@@ -279,6 +279,7 @@ def measure(fabric: Fabric, the: Layout, warmup: float, window: float, repeats: 
             ([f"root://{fabric.node(c).ip}:{PORT}/{f}" for c, f in s.urls], s.wire_mbit))
     for (node, process), streams in sorted(by_process.items()):
         fabric.start_readers(node, streams, process=process)
+    fabric.release_readers()
     time.sleep(warmup)
     for _ in range(repeats):
         own0 = process_cpu_seconds(fabric.prefix)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from fabric import ALLOWED_CONGESTION, PREFIX, Fabric, host_congestion, namespaces
+from fabric import ALLOWED_CONGESTION, PORT, PREFIX, Fabric, host_congestion, namespaces
 from fabric import run as run_command
 from fabric_scenario import fabric_for, layout, run
 
@@ -78,7 +79,9 @@ def test_a_saturated_uplink_carries_what_the_flow_model_predicts():
         local = window.mbit("host:rack-a-worker")[1]
         origin = window.mbit("wan")[0]
         shaped_out_a = window.wire_mbit("uplink:rack-a")[0]
+        idle, moved = _held_until_released(fabric, f"root://{fabric.node('rack-a-cache').ip}:{PORT}//f0.root")
     assert not namespaces(PREFIX + "t-"), "teardown left namespaces behind"
+    assert idle < 20_000 and moved >= 2 << 20, (idle, moved)    # no read before the release, the file after
     assert out_a / SCALE == pytest.approx(predicted["rack-a"].out_gbps, rel=BAND)
     assert in_b / SCALE == pytest.approx(predicted["rack-b"].in_gbps, rel=BAND)
     assert local / SCALE == pytest.approx(20, rel=BAND)             # two workers at 10 Gbps beside the cache
@@ -87,6 +90,23 @@ def test_a_saturated_uplink_carries_what_the_flow_model_predicts():
     # counters see fewer headers, so they read less.
     assert shaped_out_a / SCALE == pytest.approx(40, rel=0.08)
     assert shaped_out_a > out_a
+
+
+def _held_until_released(fabric: Fabric, url: str) -> tuple[int, int]:
+    """Bytes the cache sent while a started reader waited at the start line (2 s after it was ready), and once
+    released until it had read `url`."""
+    reader = fabric.start_readers("rack-b-worker", [([url], 0.0)], once=True)
+    deadline = time.monotonic() + 60
+    while not list(fabric.workdir.glob("*.ready")) and time.monotonic() < deadline and reader.poll() is None:
+        time.sleep(0.1)
+    before = fabric.counters()["host:rack-a-cache"][0]
+    time.sleep(2)
+    idle = fabric.counters()["host:rack-a-cache"][0] - before
+    fabric.release_readers()
+    assert reader.wait(timeout=60) == 0
+    moved = fabric.counters()["host:rack-a-cache"][0] - before
+    fabric.stop_readers()
+    return idle, moved
 
 
 def test_a_run_picks_its_congestion_control_and_gives_the_host_its_list_back():
