@@ -12,9 +12,11 @@ listed.
 
 The rule. For each file f: L(f) = its read Gbps summed over every host of the
 pool (wherever readers took it from), home(f) = its first cache of the ring,
-cap(h) = what host h can serve (serveGbps, capped by its NIC), planned(h) =
-what the plan has h serve, served(h) = what h serves now, share(h) = h's
-weight over the ring's total weight.
+cap(h) = what host h can serve (serveGbps, capped by its NIC), served(h) =
+what h serves now (its served-bytes counter between the pool's last two
+reads of its exporters; until there are two, the sum of its listed files'
+rates, which reads low on a host serving many files: its exporter lists its
+top 20), share(h) = h's weight over the ring's total weight.
 
 1. Enter: an unlisted file enters when L(f) >= enter_share x cap(home), or,
    while its home is overloaded, when L(f) >= overloaded_share x cap(home).
@@ -87,10 +89,9 @@ _EMBEDDED_ORIGIN = re.compile(r"^/*(?:root|xroot)s?://[^/]*", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class HostBudget:
-    """One cache host of the ring: what it can serve, what the plan has it serve, what it serves now (Gbps)."""
+    """One cache host of the ring: what it can serve and what it serves now (Gbps)."""
 
     cap_gbps: float
-    planned_gbps: float
     served_gbps: float | None = None  # None: the sum of its files' rates stands in
 
 

@@ -141,11 +141,13 @@ class HostLoad:
 
 @dataclass(frozen=True)
 class RingLoad:
-    """What the rule keeps between reads: the last counters and when read, each lowered or counting host."""
+    """What the rule keeps between reads: the last counters and when read, each lowered or counting host, and
+    what each host served between the last two reads (Gbps; desired/hotfiles.py's budgets read it too)."""
 
     at: float | None = None
     counters: Mapping[str, Counter] = field(default_factory=dict)
     hosts: Mapping[str, HostLoad] = field(default_factory=dict)
+    served: Mapping[str, float] = field(default_factory=dict)
 
 
 def over_its_share(served: float, share: float, cap: float, over_share: float, busy_share: float) -> bool:
@@ -208,7 +210,7 @@ def next_load(before: RingLoad, counters: Mapping[str, Counter], at: float, weig
     hosts = {h: state for h, state in before.hosts.items() if h in ring}
     served = served_gbps(before.counters, counters, at - before.at) if before.at is not None else {}
     if not ring or any(h not in served for h in ring):  # nothing to judge: streaks restart
-        return RingLoad(at, dict(counters), {h: replace(s, over=0, under=0) for h, s in hosts.items()})
+        return RingLoad(at, dict(counters), {h: replace(s, over=0, under=0) for h, s in hosts.items()}, served)
     total, weight = sum(served[h] for h in ring), sum(ring.values())
     out = {}
     for host in sorted(ring):
@@ -231,7 +233,7 @@ def next_load(before: RingLoad, counters: Mapping[str, Counter], at: float, weig
         elif state.under >= rules.reads:
             state = HostLoad(state.steps[:-1], changed_at=at)
         out[host] = state
-    return RingLoad(at, dict(counters), {h: s for h, s in out.items() if s != HostLoad()})
+    return RingLoad(at, dict(counters), {h: s for h, s in out.items() if s != HostLoad()}, served)
 
 
 def _restorable(last: Step, served: float, total: float, planned: float, cap: float, rules: RingLoadRules) -> bool:

@@ -168,7 +168,7 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
     out["ringWeights"] = {h: f for h, f in factors(load).items() if h in weights and h not in out["ringOut"]}
     out["hotFiles"] = hot_list(name, spec, (status or {}).get("hotFiles"),
                                published_ring(weights, out["ringOut"], out["ringWeights"]), nodes,
-                               disk.texts if ready and disk is not None else ())
+                               disk.texts if ready and disk is not None else (), load.served)
     children = build_pool(name, spec, hosts, plan.switch_label, settings.exporter_image,
                           clients=client_networks(nodes, plan.switch_label, plan.outside_networks),
                           routing=outside_routing(name, spec, plan, out, nodes))
@@ -195,20 +195,23 @@ def desired_pool(name: str, namespace: str, spec_raw: Mapping, status: Mapping |
 
 
 def host_budgets(spec: XCachePoolSpec, ring: Mapping[str, float], nodes: Sequence[NodeInfo],
-                 measured: Iterable[str]) -> dict[str, HostBudget]:
+                 measured: Iterable[str], served: Mapping[str, float] | None = None) -> dict[str, HostBudget]:
     """Each ring host's budget for the hot-file rule (desired.hotfiles), in Gbps.
 
     cap: what the planner counts the host to serve (serveGbps less serveHeadroom, capped by its NIC);
-    planned: its weight's share of the ring's caps (the pool's status carries no planned Gbps: the plan's
-    ring at full capacity); served: measured (its files' rates) for the `measured` hosts, whose exporter
-    answered, else planned."""
+    served: `served` (its served-bytes counter between the ring-weight rule's last two reads) where it has
+    the host; else, for the `measured` hosts, whose exporter answered, None (the sum of its files' rates
+    stands in: the exporter lists only its busiest files, so this reads low on a host serving many); else
+    its weight's share of the ring's caps (the pool's status carries no planned Gbps: the plan's ring at
+    full capacity)."""
     nics = {n.name: n.nic_gbps for n in nodes}
     caps = {h: min(nics.get(h) or spec.planned_serve_gbps, spec.planned_serve_gbps) for h in ring}
     total_weight, total_cap, measured = sum(ring.values()), sum(caps.values()), set(measured)
     out = {}
     for host, weight in ring.items():
         planned = weight / total_weight * total_cap if total_weight > 0 else 0.0
-        out[host] = HostBudget(caps[host], planned, None if host in measured else planned)
+        now = (served or {}).get(host)
+        out[host] = HostBudget(caps[host], now if now is not None else None if host in measured else planned)
     return out
 
 
@@ -248,17 +251,18 @@ def ring_weight_events(before: Mapping | None, after: Mapping[str, float]) -> tu
 
 
 def hot_list(name: str, spec: XCachePoolSpec, before: Sequence[Mapping] | None, ring: Mapping[str, float],
-             nodes: Sequence[NodeInfo], texts: Sequence[str]) -> list[dict]:
-    """status.hotFiles: decided from the exporters' `texts` over the published `ring` (published_ring); with no
-    text (no exporter answered, or not read: simulated nodes) the list stays as it was. No ring (nobody reads
-    through it), no hot file: a hot file's other homes are picked by ring readers alone."""
+             nodes: Sequence[NodeInfo], texts: Sequence[str], served: Mapping[str, float]) -> list[dict]:
+    """status.hotFiles: decided from the exporters' `texts` over the published `ring` (published_ring), each
+    host's serve from `served` (host_budgets); with no text (no exporter answered, or not read: simulated
+    nodes) the list stays as it was. No ring (nobody reads through it), no hot file: a hot file's other homes
+    are picked by ring readers alone."""
     previous = _hot_files(before)
     if not ring:
         return []
     if not texts:
         return [f.to_wire() for f in previous]
     rates = file_rates(texts, name)
-    decided = hot_files(rates, host_budgets(spec, ring, nodes, rates), ring, previous)
+    decided = hot_files(rates, host_budgets(spec, ring, nodes, rates, served), ring, previous)
     return [f.to_wire() for f in decided]
 
 

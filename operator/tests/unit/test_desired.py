@@ -575,7 +575,7 @@ def read_through() -> dict[str, float]:
     return dict.fromkeys(sorted(h for hs in pool_child()["status"]["plan"]["hosts"].values() for h in hs), 1.0)
 
 
-def test_a_pool_host_budget_is_its_planned_cap_and_its_weight_share_of_the_rings_caps():
+def test_a_pool_host_budget_is_its_planned_cap_and_if_unmeasured_its_weight_share_of_the_rings_caps():
     from switchyard.api import XCachePoolSpec
     from switchyard.desired.hotfiles import HostBudget
     from switchyard.desired.xcachepool import host_budgets
@@ -585,9 +585,9 @@ def test_a_pool_host_budget_is_its_planned_cap_and_its_weight_share_of_the_rings
     ring = {"rack-a-cache-0": 0.5, "rack-b-cache-0": 0.25, "rack-c-cache-0": 0.25}
     # caps 30 (40 less 25%), 20 (the NIC), 30: the ring's 80 Gbps split by weight; a measured host's own rates count
     assert host_budgets(spec, ring, slow, measured={"rack-a-cache-0"}) == {
-        "rack-a-cache-0": HostBudget(30.0, 40.0, None),
-        "rack-b-cache-0": HostBudget(20.0, 20.0, 20.0),
-        "rack-c-cache-0": HostBudget(30.0, 20.0, 20.0)}
+        "rack-a-cache-0": HostBudget(30.0, None),
+        "rack-b-cache-0": HostBudget(20.0, 20.0),
+        "rack-c-cache-0": HostBudget(30.0, 20.0)}
 
 
 def test_the_pool_lists_a_hot_file_from_its_exporters_texts_and_says_so():

@@ -27,8 +27,8 @@ def _ring(count: int) -> dict[str, float]:
     return {f"host-{i}": 1.0 for i in range(count)}
 
 
-def _budgets(ring, planned: float = 5.0, served: float | None = 0.0, cap: float = CAP) -> dict[str, HostBudget]:
-    return {host: HostBudget(cap, planned, served) for host in ring}
+def _budgets(ring, served: float | None = 0.0, cap: float = CAP) -> dict[str, HostBudget]:
+    return {host: HostBudget(cap, served) for host in ring}
 
 
 def _at_homes(loads: dict[str, float], ring) -> dict[str, dict[str, float]]:
@@ -111,9 +111,9 @@ def test_a_file_enters_at_a_lower_share_while_its_home_is_overloaded():
     ring = _ring(4)
     rates = _at_homes({"/warm": 1.2}, ring)
     home = hashing.home("/warm", ring)
-    calm = _budgets(ring, planned=5.0, served=4.0)
+    calm = _budgets(ring, served=4.0)
     assert hot_files(rates, calm, ring) == ()
-    overloaded = {**calm, home: HostBudget(CAP, 5.0, 6.0)}
+    overloaded = {**calm, home: HostBudget(CAP, 6.0)}
     assert hot_files(rates, overloaded, ring) == (_hot("/warm", 2),)
     # Without an observed total, the home's reported file rates stand in for it (1.2 < 5: not overloaded).
     assert hot_files(rates, _budgets(ring, served=None), ring) == ()
@@ -128,13 +128,13 @@ def test_a_home_below_its_plan_is_overloaded_when_it_serves_well_over_its_share_
     rates = _at_homes({"/warm": 1.2}, ring)
     home = hashing.home("/warm", ring)
     others = [h for h in ring if h != home]
-    skewed = {home: HostBudget(CAP, CAP, 9.2), **{h: HostBudget(CAP, CAP, g) for h, g in zip(others, (4.0, 4.6, 3.1))}}
+    skewed = {home: HostBudget(CAP, 9.2), **{h: HostBudget(CAP, g) for h, g in zip(others, (4.0, 4.6, 3.1))}}
     assert hot_files(rates, skewed, ring) == (_hot("/warm", 2),)
     # Over its share but idle enough not to matter (under half its cap): nothing enters below enter_share.
-    quiet = {h: HostBudget(CAP, CAP, b.served_gbps / 2.5) for h, b in skewed.items()}
+    quiet = {h: HostBudget(CAP, b.served_gbps / 2.5) for h, b in skewed.items()}
     assert hot_files(rates, quiet, ring) == ()
     # Busy but at its share (every cache as busy): not overloaded.
-    even = {h: HostBudget(CAP, CAP, 9.2) for h in ring}
+    even = {h: HostBudget(CAP, 9.2) for h in ring}
     assert hot_files(rates, even, ring) == ()
 
 

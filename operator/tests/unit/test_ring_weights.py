@@ -4,6 +4,8 @@ its fleets publish the plan's weights times the factors, the ConfigMap unchanged
 
 from __future__ import annotations
 
+import dataclasses
+
 import kopf
 import pytest
 
@@ -257,3 +259,19 @@ def series_of(gauge) -> dict[str, float]:
 
 def factor_series() -> dict[str, float]:
     return series_of(RING_WEIGHT_FACTOR)
+
+
+def test_a_hot_files_home_busy_by_its_counter_is_overloaded_though_its_listed_files_read_low():
+    path = "/store/mid.root"
+    home = hashing.order(path, RING)[0]
+    listed = hot_text(home, {path: 5.0})  # the exporter lists its busiest files only: 5 of the 36 Gbps it serves
+    kept, lists = None, []
+    for read in skewed(2, {home: 36.0}):
+        out = pool(status=pool_child()["status"], workloads=all_ready(), ring_load=kept, ring=RING,
+                   disk=dataclasses.replace(read, texts=read.texts + (listed,)))
+        kept = out.ring_load
+        lists.append(out.status["hotFiles"])
+    # First read, no counter delta yet: its files' 5 Gbps stand in for its serve, so it is not overloaded, and
+    # 5 < 0.25 x 40 is not hot on its own. Second: its counter says 36 Gbps, over 1.1 x its share of the
+    # ring's 111 and busy (>= 0.5 x 40): overloaded, where 5 >= 0.10 x 40 enters.
+    assert lists == [[], [{"path": path, "replicas": 2}]]
