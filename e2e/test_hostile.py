@@ -347,6 +347,13 @@ def test_capacities_below_a_megabit_are_refused_at_the_api(cluster, operator, na
     assert fleet["status"]["readyReplicas"] == 6 and "rack-a" not in fleet["status"]["plan"]["workers"]
 
 
+def test_xrootd_cannot_run_as_the_exporters_user_at_the_api(cluster, operator, namespace):
+    # The cache pod's containers share one process namespace: the same uid could signal or trace the other.
+    obj = in_ns(facility("uid", workers=1), namespace)
+    obj["spec"]["cachePools"][0]["xrootdUser"] = {"uid": 65532, "gid": 1094}
+    assert "uid 65532 is the cache pod's exporter's" in refused(cluster.kube, obj)
+
+
 def test_a_fleet_or_pool_waiting_for_its_plan_says_why(cluster, operator, namespace):
     kube = cluster.kube
     orphan = team_fleet(namespace, "orphan")

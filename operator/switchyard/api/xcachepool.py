@@ -124,8 +124,18 @@ OSG_XROOTD_UID = 10940
 MAX_ID = 2**31 - 1  # what runAsUser and runAsGroup accept
 
 
+EXPORTER_UID = 65532  # the cache pod's exporter sidecar runs as the operator image's user
+
+
 class XrootdUser(Model):
     """Who xrootd runs as: the pod starts it as this uid and gid (runAsUser, runAsGroup), never as root."""
+
+    # The cache pod shares one process namespace (builders/xcachepool.py: xrootd must not be PID 1), where a
+    # process may signal, trace and read the environment of another of its own uid: the exporter, which
+    # parses what arrives on its UDP port, must not share xrootd's.
+    model_config = rules(cel(f"self.uid != {EXPORTER_UID}",
+                             f"uid {EXPORTER_UID} is the cache pod's exporter's: xrootd must run as another user",
+                             ".uid"))
 
     uid: int = Field(default=OSG_XROOTD_UID, ge=1, le=MAX_ID, description=(
         "User ID xrootd runs as, and owner of the directories the prepare step makes on the disks. The "

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..api.xcachepool import EXPORTER_REQUESTS, XCachePoolSpec
+from ..api.xcachepool import EXPORTER_REQUESTS, EXPORTER_UID, XCachePoolSpec
 from ..observe import clientmap
 from ..observe.exporterspec import CLIENT_MAP_DIR, exporter_args
 from ..observe.exporterspec import DEFAULT_METRICS_PORT as METRICS_PORT
@@ -41,7 +41,6 @@ from .common import (POOL_LABEL, SWITCH_LABEL, child_name, labels, one_per_node,
 CONFIG_KEY = "xcache.cfg"
 SCITOKENS_KEY = "scitokens.cfg"
 CONFIG_DIR = "/etc/switchyard"
-EXPORTER_UID = 65532  # the operator image's user
 CHECKSUM_ANNOTATION = "switchyard.dev/config-checksum"
 
 

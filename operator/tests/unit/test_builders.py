@@ -289,6 +289,10 @@ def test_xrootd_user_bounds():
     for bad in ({"uid": 0}, {"gid": 0}, {"uid": 2**31}, {"uid": -1}):
         with pytest.raises(pydantic.ValidationError):
             XCachePoolSpec.model_validate({**base, "xrootdUser": bad})
+    # the exporter's uid: the pod's containers share one process namespace
+    with pytest.raises(pydantic.ValidationError, match="uid 65532 is the cache pod's exporter's"):
+        XCachePoolSpec.model_validate({**base, "xrootdUser": {"uid": 65532, "gid": 1094}})
+    assert XCachePoolSpec.model_validate({**base, "xrootdUser": {"uid": 1094, "gid": 65532}})
 
 
 def test_a_re_plan_that_only_changes_the_ring_changes_the_configmap_not_the_deployments():
