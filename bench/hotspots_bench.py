@@ -221,8 +221,10 @@ def measure_workload(case, exponent: float | None, repeat: int, args, log) -> di
             at, texts = taken[-1] if taken else (float("nan"), [])
             by_workload = workload_rates(static_reads, args.file_kib << 10, max(static["seconds"]), scale)
             rules = hot_rules(args.hot_rules)
-            lists = {"exporter": decide_hot(texts, pool_name, pool.body, ring, topology.hosts, scale, at, rules)
-                     if texts else ([], None),
+            served = window_served_gbps(static, pool_name, scale)["exporter"] or None
+            out["hot_served_gbps"] = served
+            lists = {"exporter": decide_hot(texts, pool_name, pool.body, ring, topology.hosts, scale, at, rules,
+                                            served) if texts else ([], None),
                      "workload": hot_from_rates(by_workload, pool_name, pool.body, ring, topology.hosts, rules)}
             hot, hot_text = lists[args.hot_source]
             out["hot_source"], out["hot_read_at_seconds"] = args.hot_source, round(at, 1)
@@ -353,8 +355,11 @@ def report(results: list[dict], args, meta: dict) -> str:
              "while every reader of the static run still reads and their decaying rates (τ 60 s) divided by "
              "1 − e^(−t/τ), so the list is the one the operator decides once the load has lasted; from the "
              "workload, each cache's files at what the static run's readers asked of them over the run. Either "
-             "way desired/hotfiles.py decides the list with desired/xcachepool.py's host budgets, and the readers "
-             "apply it with switchyard.routing's Router.",
+             "way desired/hotfiles.py decides the list with desired/xcachepool.py's host budgets, each host's "
+             "serve (from the exporter) its served-bytes counter between the first and the last read while every "
+             "reader still read, as the operator's ring-weight rule keeps it, and the readers apply it with "
+             "switchyard.routing's Router. Every reader process starts reading at one moment (the fabric's start "
+             "line), and completion times count from it.",
              "",
              "Set-up 3 (replicas with load-fed weights): switchyard.desired.ringload's rule (the product's bands, "
              "steps and reads; settled 2.5 reads after a step, as each round reads by one ring from its start) "

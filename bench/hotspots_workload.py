@@ -84,14 +84,17 @@ def steady_rates(rates: Mapping[str, Mapping[str, float]], seconds: float,
 
 
 def decide_hot(texts: Sequence[str], pool: str, body: XCachePoolBody, ring: Mapping[str, float], hosts,
-               scale: float, seconds: float, rules: HotFileRules = HotFileRules()) -> tuple[list[dict], str | None]:
+               scale: float, seconds: float, rules: HotFileRules = HotFileRules(),
+               served: Mapping[str, float] | None = None) -> tuple[list[dict], str | None]:
     """The pool's hot list from its exporters' /metrics `texts` by the operator's rule (desired/hotfiles.py
     with desired/xcachepool.py's host budgets), and the routing ConfigMap's `hot` text for it.
 
     The fabric carries `scale` Mbit/s per model Gbps, so a measured Gbps is 1000 / scale model Gbps;
-    `seconds`: how long the load had run when the texts were read (steady_rates)."""
+    `seconds`: how long the load had run when the texts were read (steady_rates); `served`: cache -> model
+    Gbps by its exporter's served-bytes counter between two reads (what the operator's ring-weight rule
+    keeps for the budgets), None: the files' rates stand in."""
     measured = {h: {p: g * 1000 / scale for p, g in by.items()} for h, by in file_rates(texts, pool).items()}
-    return hot_from_rates(steady_rates(measured, seconds), pool, body, ring, hosts, rules)
+    return hot_from_rates(steady_rates(measured, seconds), pool, body, ring, hosts, rules, served)
 
 
 def workload_rates(reads: Sequence[Sequence[tuple[str, str]]], file_bytes: int, seconds: float,
@@ -107,9 +110,10 @@ def workload_rates(reads: Sequence[Sequence[tuple[str, str]]], file_bytes: int, 
 
 
 def hot_from_rates(rates: Mapping[str, Mapping[str, float]], pool: str, body: XCachePoolBody,
-                   ring: Mapping[str, float], hosts, rules: HotFileRules = HotFileRules()) -> tuple[list[dict], str | None]:
+                   ring: Mapping[str, float], hosts, rules: HotFileRules = HotFileRules(),
+                   served: Mapping[str, float] | None = None) -> tuple[list[dict], str | None]:
     """The hot list desired/hotfiles.py decides from per-file rates (cache -> path -> model Gbps), and its text."""
-    hot = hot_files(rates, host_budgets(body, ring, hosts, rates), ring, (), rules)
+    hot = hot_files(rates, host_budgets(body, ring, hosts, rates, served), ring, (), rules)
     wire = [f.to_wire() for f in hot]
     return wire, hot_list_text(pool, wire)
 
