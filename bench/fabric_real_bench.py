@@ -377,7 +377,8 @@ def measure(cluster: Cluster, fabric: RealFabric, real, topology, nodes, caches:
                                        routing_ring(cluster))
     run["split"] = splits
     run["fair_share"] = {"delivered_gbps": fair.delivered_gbps, "uplinks": fair.uplinks,
-                         "served": fair.served, "saturated": list(fair.saturated)}
+                         "served": fair.served, "saturated": list(fair.saturated),
+                         "full_hosts_behind": {link: list(hosts) for link, hosts in fair.full_hosts_behind.items()}}
     switch_of = {n.name: n.switch for n in nodes}
     uplink = {s.name: s.uplink_gbps for s in topology.switches}
     nic = {n.name: n.nic_gbps for n in nodes}

@@ -169,6 +169,7 @@ def report(result: dict) -> str:
     for i, row in enumerate(figures["rows"], 1):
         lines.append(f"| {i} | {row['kind']} | "
                      + " | ".join(f"{row['links'][k]:.3f}" if k in row["links"] else "-" for k in _links(figures)) + " |")
+    lines += ["", _behind_full_hosts(result)]
     m, ab = figures["medians"], figures["a_over_b"]
     lines += [
         "",
@@ -258,6 +259,22 @@ def report(result: dict) -> str:
 def _interface(run: dict, row: dict) -> str:
     s = run.get("summary_interface")
     return f"{s['delivered_mean_gbps']:.2f} ({s['delivered_mean_gbps'] / row['fair']:.3f})" if s else "-"
+
+
+def _behind_full_hosts(result: dict) -> str:
+    """What the product says of the full uplink directions: those behind full cache hosts (the plan's
+    fullHostsBehind, planner/fairshare.py), where TCP gives the uplink less than the fluid fair share."""
+    if any("full_hosts_behind" not in run["fair_share"] for run in result["runs"]):
+        return "Full uplink directions behind full cache hosts (the plan's `fullHostsBehind`): not recorded by this run."
+    flagged = {}
+    for run in result["runs"]:
+        for link, hosts in run["fair_share"]["full_hosts_behind"].items():
+            flagged.setdefault(NAMES[run["placement_kind"]], {})[link] = hosts
+    named = "; ".join(f"{kind}: " + ", ".join(f"{link} behind {', '.join(hosts)}" for link, hosts in sorted(links.items()))
+                      for kind, links in sorted(flagged.items())) or "none"
+    return ("Full uplink directions behind full cache hosts, as the product flags them (planner/fairshare.py "
+            "`full_hosts_behind`, the plan's `fullHostsBehind`: two full links in tandem, where TCP gives the uplink "
+            f"less than the fluid fair share; the emulated fabric read such directions 7.6-14.5% short): {named}.")
 
 
 def _links(figures: dict) -> list[str]:
