@@ -150,6 +150,26 @@ def exporter_served(pod: dict) -> dict[str, float]:
             if s.name == "switchyard_xcache_served_bytes_total"}
 
 
+def exporter_clock(pod: dict) -> dict[str, float]:
+    """The played cache host's exporter's served bytes (all switches), when it last brought them up to date and
+    its last summary, and the time it was read (Unix seconds)."""
+    args = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")["args"]
+    url = f"http://{pod['status']['podIP']}:{args[args.index('--metrics-port') + 1]}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    out = {"read_at": time.time()}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "switchyard_xcache_served_bytes_total":
+                out["served_bytes"] = out.get("served_bytes", 0.0) + sample.value
+            elif sample.name in ("switchyard_xcache_served_bytes_timestamp_seconds",
+                                 "switchyard_xcache_last_summary_timestamp_seconds"):
+                out[sample.name.removeprefix("switchyard_xcache_")] = sample.value
+            elif sample.name == "switchyard_xcache_monitoring_packets_total":
+                out[f"packets_{sample.labels.get('kind')}"] = sample.value
+    return out
+
+
 def generations(kube, namespace: str) -> dict[str, int]:
     return {f"{kind}/{o['metadata']['name']}": o["metadata"]["generation"]
             for kind in ("StatefulSet", "Deployment", "XCachePool", "WorkerFleet")
@@ -239,10 +259,19 @@ def carried_above(message: str, switch: str, direction: str) -> bool:
     return any((s, d) == (switch, direction) and float(ratio) > 1.25 for s, d, ratio in _CARRIED.findall(message))
 
 
-def cleared(cluster, namespace: str, named: str) -> None:
-    """Degraded=False again, with a Normal PredictionAgrees event naming `named`."""
-    wait_for(lambda: condition(cluster.kube.get("AnalysisFacility", namespace, "af"), "Degraded")["status"] == "False",
-             60, what="the drift to clear once the facility is idle")
+def cleared(cluster, namespace: str, named: str, pod: dict, operator: int) -> None:
+    """Degraded=False again, with a Normal PredictionAgrees event naming `named`; `pod`: the played cache host's,
+    `operator`: the operator's metrics port (what each says is in the failure's message)."""
+    try:
+        wait_for(lambda: condition(cluster.kube.get("AnalysisFacility", namespace, "af"), "Degraded")["status"]
+                 == "False", 60, what="the drift to clear once the facility is idle")
+    except AssertionError as error:
+        obj = cluster.kube.get("AnalysisFacility", namespace, "af")
+        raise AssertionError(
+            f"{error}; Degraded: {condition(obj, 'Degraded').get('message')}; status.drift: "
+            f"{obj['status'].get('drift')}; the exporter: {exporter_clock(pod)}; the operator's observed Gbps "
+            f"(serve, out): {operator_samples(operator, 'switchyard_observed_gbps')}, "
+            f"{operator_samples(operator, 'switchyard_observed_uplink_gbps', 'out')}") from None
     assert any(e.get("reason") == "PredictionAgrees" and named in e["message"]
                for e in cluster.kube.list("Event", namespace))
 
@@ -286,7 +315,7 @@ def test_reads_far_above_the_plan_raise_prediction_drift_and_idleness_clears_it(
         assert set(observed) == {"rack-a"} and observed["rack-a"] > 0.1
         assert set(operator_samples(operator, "switchyard_predicted_gbps")) == {"rack-a", "rack-b"}
 
-    cleared(cluster, namespace, "switch rack-a")
+    cleared(cluster, namespace, "switch rack-a", pods["rack-a"], operator)
     assert operator_samples(operator, "switchyard_prediction_drift") == {"rack-a": 0.0, "rack-b": 0.0}
     assert cluster.kube.get("AnalysisFacility", namespace, "af")["status"]["drift"] == {"pending": []}
     assert generations(cluster.kube, namespace) == before, "the drift check changed a child"
@@ -394,7 +423,7 @@ def test_a_reader_behind_another_switch_drifts_an_uplink_named_with_its_directio
             assert set(ratio) == {source} and ratio[source] > 1.25, ratio
             observed = operator_samples(operator, "switchyard_observed_uplink_gbps", "out")
             assert observed[source] > 0.1, observed
-        cleared(cluster, namespace, f"uplink {source} out")
+        cleared(cluster, namespace, f"uplink {source} out", pods[source], operator)
         assert operator_samples(operator, "switchyard_uplink_prediction_drift", "out") == {source: 0.0, behind: 0.0}
 
 
