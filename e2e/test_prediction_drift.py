@@ -140,33 +140,33 @@ def operator_samples(port: int, name: str, direction: str = "serve") -> dict[str
             for s in f.samples if s.name == name and s.labels.get("direction", direction) == direction}
 
 
-def exporter_served(pod: dict) -> dict[str, float]:
-    """client switch -> the bytes the played cache host's exporter counted for readers behind it."""
+def exporter_samples(pod: dict) -> list:
+    """The samples of the played cache host's exporter's /metrics, at the pod's address and metrics port."""
     args = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")["args"]
     url = f"http://{pod['status']['podIP']}:{args[args.index('--metrics-port') + 1]}/metrics"
     with urllib.request.urlopen(url, timeout=5) as response:
         text = response.read().decode()
-    return {s.labels["client_switch"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+    return [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+def exporter_served(pod: dict) -> dict[str, float]:
+    """client switch -> the bytes the played cache host's exporter counted for readers behind it."""
+    return {s.labels["client_switch"]: s.value for s in exporter_samples(pod)
             if s.name == "switchyard_xcache_served_bytes_total"}
 
 
 def exporter_clock(pod: dict) -> dict[str, float]:
     """The played cache host's exporter's served bytes (all switches), when it last brought them up to date and
     its last summary, and the time it was read (Unix seconds)."""
-    args = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")["args"]
-    url = f"http://{pod['status']['podIP']}:{args[args.index('--metrics-port') + 1]}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
     out = {"read_at": time.time()}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "switchyard_xcache_served_bytes_total":
-                out["served_bytes"] = out.get("served_bytes", 0.0) + sample.value
-            elif sample.name in ("switchyard_xcache_served_bytes_timestamp_seconds",
-                                 "switchyard_xcache_last_summary_timestamp_seconds"):
-                out[sample.name.removeprefix("switchyard_xcache_")] = sample.value
-            elif sample.name == "switchyard_xcache_monitoring_packets_total":
-                out[f"packets_{sample.labels.get('kind')}"] = sample.value
+    for sample in exporter_samples(pod):
+        if sample.name == "switchyard_xcache_served_bytes_total":
+            out["served_bytes"] = out.get("served_bytes", 0.0) + sample.value
+        elif sample.name in ("switchyard_xcache_served_bytes_timestamp_seconds",
+                             "switchyard_xcache_last_summary_timestamp_seconds"):
+            out[sample.name.removeprefix("switchyard_xcache_")] = sample.value
+        elif sample.name == "switchyard_xcache_monitoring_packets_total":
+            out[f"packets_{sample.labels.get('kind')}"] = sample.value
     return out
 
 
