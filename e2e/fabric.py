@@ -427,6 +427,13 @@ class Fabric:
         them on two cores, and flows that start first keep a larger share of a shared link for longer than a
         run at these scaled rates (bench/notes/outside-readers-48-readers.md: a rack whose 48 readers started
         first read 1.08-1.14 of fair, the other rack's then first read 1.08-1.13)."""
+        self.wait_readers_started(timeout)
+        self._held.clear()
+        self._go.touch()
+        return time.time()
+
+    def wait_readers_started(self, timeout: float = 180) -> None:
+        """Wait until every reader waiting at the start line has started (its imports done), reading nothing."""
         deadline = time.monotonic() + timeout
         for process, ready in self._held:
             while not ready.exists():
@@ -435,10 +442,7 @@ class Fabric:
                                       f"{ready.name.removesuffix('.ready')}.log in {self.workdir}")
                 if time.monotonic() > deadline:
                     raise FabricError(f"readers not started within {timeout:.0f} s")
-                time.sleep(0.05)
-        self._held.clear()
-        self._go.touch()
-        return time.time()
+                time.sleep(0.05)   # a harness poll for the readers' ready files (no kopf handler here)
 
     def reader_report(self, node_name: str, process: str = "") -> dict:
         """What the node's readers wrote as they ended (fabric_reader.py "report"): each stream's end, failures."""

@@ -96,9 +96,7 @@ def _held_until_released(fabric: Fabric, url: str) -> tuple[int, int]:
     """Bytes the cache sent while a started reader waited at the start line (2 s after it was ready), and once
     released until it had read `url`."""
     reader = fabric.start_readers("rack-b-worker", [([url], 0.0)], once=True)
-    deadline = time.monotonic() + 60
-    while not list(fabric.workdir.glob("*.ready")) and time.monotonic() < deadline and reader.poll() is None:
-        time.sleep(0.1)
+    fabric.wait_readers_started(60)
     before = fabric.counters()["host:rack-a-cache"][0]
     time.sleep(2)
     idle = fabric.counters()["host:rack-a-cache"][0] - before

@@ -209,9 +209,13 @@ def host_budgets(spec: XCachePoolSpec, ring: Mapping[str, float], nodes: Sequenc
     total_weight, total_cap, measured = sum(ring.values()), sum(caps.values()), set(measured)
     out = {}
     for host, weight in ring.items():
-        planned = weight / total_weight * total_cap if total_weight > 0 else 0.0
-        now = (served or {}).get(host)
-        out[host] = HostBudget(caps[host], now if now is not None else None if host in measured else planned)
+        if host in (served or {}):
+            now = served[host]
+        elif host in measured:
+            now = None
+        else:
+            now = weight / total_weight * total_cap if total_weight > 0 else 0.0
+        out[host] = HostBudget(caps[host], now)
     return out
 
 
