@@ -428,6 +428,7 @@ def main() -> int:
         down(PREFIX + TAG + "-")
     meta.update(load_end=os.getloadavg()[0], seconds=round(time.monotonic() - started, 1),
                 finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    out.mkdir(parents=True, exist_ok=True)   # an --out of the admin's choosing may not exist yet
     (out / f"{args.name}.json").write_text(json.dumps({"args": vars(args), "meta": meta, "results": results}, indent=1))
     (out / f"{args.name}.md").write_text(report(results, args, meta))
     print(f"wrote {out / args.name}.md")
