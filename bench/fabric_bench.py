@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fabric import PREFIX, QUEUE_MS, down, host_congestion, namespaces, queue_floor_bytes  # noqa: E402
+from fabric import HOST_QUEUES, PREFIX, QUEUE_MS, down, host_congestion, namespaces, queue_floor_bytes  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
 from fabric_scenario import DEMANDS, READER_ORDERS, fabric_for, layout, run  # noqa: E402
 from headline import about  # noqa: E402
@@ -82,7 +82,7 @@ def measure_one(topology, pools, fleets, chosen, scale, args, log):
     log(f"  fair-share reference: {fair.delivered_gbps} Gbps")
     log(f"  {len(the.hosts)} node namespaces, {len(the.caches)} caches, {len(the.streams)} reader streams"
         + (f", {the.unplaced} workers unplaced" if the.unplaced else ""))
-    with fabric_for(TAG, topology, the, scale, args.congestion, args.queue_ms) as fabric:
+    with fabric_for(TAG, topology, the, scale, args.congestion, args.queue_ms, args.host_queue) as fabric:
         t0 = time.monotonic()
         m = run(fabric, the, pools, args.file_kib << 10, args.warmup, args.window, args.repeats, log=log)
         seconds = time.monotonic() - t0
@@ -217,7 +217,8 @@ def report(results: dict, args, meta: dict) -> str:
         f"finished {meta.get('finished', '?')}",
         f"- TCP congestion control in every namespace: {meta.get('congestion', 'the host default (not recorded)')}; "
         f"every shaped link's drop-tail FIFO {args.queue_ms:g} ms of its rate, at least {floor_kb:g} KB (longer "
-        f"on links below {floor_kb * 8 / args.queue_ms:g} Mbit/s)",
+        f"on links below {floor_kb * 8 / args.queue_ms:g} Mbit/s); a host's NIC out "
+        + ("a queue per flow (e2e/fabric.py shape_host)" if args.host_queue == "fair" else "one FIFO too"),
         f"- planner: the working tree at the run's start, commit {meta.get('head', '?')}"
         + (" with uncommitted planner changes" if meta.get("planner_changed") else "")
         + (f" ({meta['note']})" if meta.get("note") else ""),
@@ -430,6 +431,8 @@ def main() -> int:
                         help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
     parser.add_argument("--queue-ms", type=float, default=QUEUE_MS,
                         help="every shaped link's drop-tail FIFO, in ms of its rate (e2e/fabric.py shape())")
+    parser.add_argument("--host-queue", default="fair", choices=HOST_QUEUES,
+                        help="a host's NIC out: fair (a queue per flow, as fq_codel) or fifo (the runs before 2026-11-27)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
     parser.add_argument("--from-json", help="only write the report (md, png) again from a run's JSON")
@@ -441,6 +444,7 @@ def main() -> int:
         args.reader_order = "rotation"      # runs recorded before the option was one
         args.demand = "shaped"
         args.queue_ms = QUEUE_MS            # and before this one
+        args.host_queue = "fifo"            # and this one
         for key, value in doc["args"].items():
             if key not in ("from_json", "out", "name"):
                 setattr(args, key, value)

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fabric import PREFIX, Fabric, down, host_congestion, namespaces, run as sh, wait_listening  # noqa: E402
+from fabric import HOST_QUEUES, PREFIX, Fabric, down, host_congestion, namespaces, run as sh, wait_listening  # noqa: E402
 from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, flows  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
 from drift_watch import DriftWatch, read_metrics  # noqa: E402
@@ -223,7 +223,7 @@ def measure_variant(case: Case, args, log, declared: bool = True) -> dict:
     log(f"  plan: {plan.predicted_gbps} Gbps predicted, fair share {plan.fair.delivered_gbps} Gbps; "
         f"{len(caches)} caches, {len(the.streams)} worker streams, {sum(g.count for g in case.topology.outside)} "
         "outside readers")
-    with fabric_for(TAG, case.topology, the, args.scale, args.congestion) as fabric:
+    with fabric_for(TAG, case.topology, the, args.scale, args.congestion, host_queue=args.host_queue) as fabric:
         addresses = {n.name: n.ip for n in fabric.nodes}
         by_address = {fabric.node(c).ip: c for c in caches}
         rendered, clients = render(case, addresses, {g.name: addresses[g.name] for g in case.topology.outside},
@@ -344,7 +344,8 @@ def report(results: dict, args, meta: dict) -> str:
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; scale {args.scale} Mbit/s per "
         f"Gbps; {args.runs} runs per variant, each on a fabric of its own, the variants in turn; {args.repeats} "
         f"windows × {args.window:.0f} s after {args.warmup:.0f} s warm-up; {args.files} files × "
-        f"{args.file_kib} KiB; TCP {meta.get('congestion', '?')}; run took {meta.get('seconds', float('nan')):.0f} s",
+        f"{args.file_kib} KiB; TCP {meta.get('congestion', '?')}; hosts' NIC queues {meta.get('host_queue', 'fifo')} "
+        f"(e2e/fabric.py shape_host); run took {meta.get('seconds', float('nan')):.0f} s",
         "",
     ]
     for variant, runs in results.items():
@@ -397,6 +398,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="measured windows per run")
     parser.add_argument("--congestion", default="",
                         help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
+    parser.add_argument("--host-queue", default="fair", choices=HOST_QUEUES,
+                        help="a host's NIC out: fair (a queue per flow, as fq_codel) or fifo (the runs before 2026-11-27)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each variant, each on a fabric of its own")
     parser.add_argument("--files", type=int, default=1024, help="files the readers read (more: the ring split closer to its weights)")
     parser.add_argument("--file-kib", type=int, default=512)
@@ -409,7 +412,8 @@ def main() -> int:
         return 2
     out = pathlib.Path(args.out)
     started = time.monotonic()
-    meta = {"load_start": os.getloadavg()[0], "congestion": args.congestion or host_congestion(), **code_version()}
+    meta = {"load_start": os.getloadavg()[0], "congestion": args.congestion or host_congestion(),
+            "host_queue": args.host_queue, **code_version()}
     results: dict = {}
     try:
         for run, (key, variant) in itertools.product(range(1, args.runs + 1), VARIANTS.items()):

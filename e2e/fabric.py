@@ -53,8 +53,8 @@ class FabricError(RuntimeError):
     pass
 
 
-def run(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess:
-    result = subprocess.run(list(args), capture_output=True, text=True, check=False)
+def run(*args: str, check: bool = True, quiet: bool = False, input: str | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(list(args), capture_output=True, text=True, check=False, input=input)
     if check and result.returncode != 0:
         raise FabricError(f"{' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
     return result
@@ -133,6 +133,58 @@ def shape(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> None:
         str(limit))
 
 
+HOST_QUEUES = ("fair", "fifo")
+PEER_BUCKETS = 8         # by the peer address's low bits: a fabric numbers its hosts in a row
+PORT_BUCKETS = 256       # by a port's bits 1-8 (connect() picks even ports, in a row per peer)
+EPHEMERAL_FROM = 0x8000  # Linux's ephemeral ports start at 32768: a port below it is a server's
+
+
+def shape_host(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> None:
+    """A host's own NIC out: HTB at `mbit`, its TCP flows hashed by peer address and client port into
+    PEER_BUCKETS × PORT_BUCKETS leaves (each a drop-tail FIFO as long as shape()'s) that share the rate
+    round-robin, a quantum of one frame each.
+
+    A Linux host queues what its NIC cannot send yet in fq_codel (the default qdisc of systemd's
+    distributions and EL9; 1024 flow buckets) or fq: a queue per flow, served in turn. Neither is
+    built into this kernel, nor is sfq; this is sfq from HTB and u32. One FIFO there instead lets TCP
+    Small Queues set the shares: a socket may keep about a millisecond of its own pacing rate in the
+    qdisc, so a flow with a small window keeps a small share and never grows it (a cache host at its
+    cap served some readers 2 Mbit/s and others 6 for a whole run: bench/notes/outside-readers-host-fifo.md).
+    A switch port (the uplinks, a NIC's switch end) stays one FIFO (shape()): no socket sits behind it.
+    """
+    rate = f"{mbit:.3f}mbit"
+    leaves = PEER_BUCKETS * PORT_BUCKETS
+    limit = int(max(queue_floor_bytes(queue_ms), mbit * 1e6 / 8 * queue_ms / 1000))
+    first = 0x100
+    lines = [f"qdisc replace dev {dev} root handle 1: htb default {first:x}",
+             f"class replace dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} burst 64k cburst 64k "
+             "quantum 60000"]
+    for leaf in range(first, first + leaves):
+        lines += [f"class replace dev {dev} parent 1:1 classid 1:{leaf:x} htb rate {mbit / leaves:.6f}mbit "
+                  f"ceil {rate} burst 4k cburst 4k quantum 1514",
+                  f"qdisc replace dev {dev} parent 1:{leaf:x} handle {leaf:x}: bfifo limit {limit}"]
+    # Tables: 1 and 2 by the peer (the destination address's low bits), from a server port (1: hash the
+    # destination port next) or not (2: the source port); 0x10+i by the port, the leaves of peer bucket i.
+    # What is not TCP goes to the first leaf (HTB's default).
+    lines += [f"filter add dev {dev} parent 1: prio 1 handle {t:x}: protocol ip u32 divisor {n}"
+              for t, n in ((1, PEER_BUCKETS), (2, PEER_BUCKETS),
+                           *((0x10 + i, PORT_BUCKETS) for i in range(PEER_BUCKETS)))]
+    peer_mask = f"0x{PEER_BUCKETS - 1:08x}"
+    lines += [f"filter add dev {dev} parent 1: prio 1 protocol ip u32 ht 800:: match ip protocol 6 0xff "
+              f"match ip sport 0 0x{EPHEMERAL_FROM:x} hashkey mask {peer_mask} at 16 link 1:",
+              f"filter add dev {dev} parent 1: prio 1 protocol ip u32 ht 800:: match ip protocol 6 0xff "
+              f"hashkey mask {peer_mask} at 16 link 2:"]
+    port_mask = (PORT_BUCKETS - 1) << 1
+    for i in range(PEER_BUCKETS):
+        lines += [f"filter add dev {dev} parent 1: prio 1 protocol ip u32 ht 1:{i:x}: match u32 0 0 "
+                  f"hashkey mask 0x{port_mask:08x} at 20 link {0x10 + i:x}:",
+                  f"filter add dev {dev} parent 1: prio 1 protocol ip u32 ht 2:{i:x}: match u32 0 0 "
+                  f"hashkey mask 0x{port_mask << 16:08x} at 20 link {0x10 + i:x}:"]
+        lines += [f"filter add dev {dev} parent 1: prio 1 protocol ip u32 ht {0x10 + i:x}:{b:x}: match u32 0 0 "
+                  f"flowid 1:{first + i * PORT_BUCKETS + b:x}" for b in range(PORT_BUCKETS)]
+    run("tc", "-n", ns, "-batch", "-", input="\n".join(lines) + "\n")
+
+
 def unshape(ns: str, dev: str) -> None:
     run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
 
@@ -144,6 +196,7 @@ class Port:
     ns: str
     dev: str
     mbit: float
+    host: bool = False      # a host's own NIC out (shape_host), not a switch port
 
 
 @dataclass
@@ -166,6 +219,7 @@ class Fabric:
     wan_mbit: float = 1000.0
     congestion: str = ""                      # TCP congestion control of every namespace; "" keeps the host's
     queue_ms: float = QUEUE_MS                # every shaped link's FIFO
+    host_queue: str = "fair"                  # a host's NIC out: "fair" (shape_host) or "fifo" (shape)
     workdir: Path | None = None
     switch_ns: dict[str, str] = field(default_factory=dict)
     ports: list[Port] = field(default_factory=list)
@@ -179,9 +233,13 @@ class Fabric:
 
     @classmethod
     def plan(cls, tag: str, uplinks_mbit: dict[str, float], hosts: list[tuple[str, str, float, float]],
-             wan_mbit: float, congestion: str = "", queue_ms: float = QUEUE_MS) -> "Fabric":
+             wan_mbit: float, congestion: str = "", queue_ms: float = QUEUE_MS,
+             host_queue: str = "fair") -> "Fabric":
         """hosts: (node, switch, Mbit/s out, Mbit/s in)."""
-        fabric = cls(tag, dict(uplinks_mbit), wan_mbit=wan_mbit, congestion=congestion, queue_ms=queue_ms)
+        if host_queue not in HOST_QUEUES:
+            raise ValueError(f"host_queue must be one of {HOST_QUEUES}, not {host_queue!r}")
+        fabric = cls(tag, dict(uplinks_mbit), wan_mbit=wan_mbit, congestion=congestion, queue_ms=queue_ms,
+                     host_queue=host_queue)
         for i, (name, switch, out_mbit, in_mbit) in enumerate(hosts):
             ip = f"{SUBNET}.{1 + i // 250}.{1 + i % 250}"
             fabric.nodes.append(Node(name, switch, f"{fabric.prefix}n{i}", ip, out_mbit, in_mbit))
@@ -233,14 +291,15 @@ class Fabric:
         run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0", check=False)
 
     def _cable(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str, bridge_b: bool, mbit_a: float, mbit_b: float,
-               bridge_a: bool = False) -> None:
-        """A veth pair; mbit_a shapes what leaves ns_a (through dev_a), mbit_b what leaves ns_b."""
+               bridge_a: bool = False, host_a: bool = False) -> None:
+        """A veth pair; mbit_a shapes what leaves ns_a (through dev_a), mbit_b what leaves ns_b; host_a: ns_a is
+        a host and dev_a its NIC."""
         run("ip", "link", "add", "name", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b, "netns", ns_b)
         for ns, dev, bridged in ((ns_a, dev_a, bridge_a), (ns_b, dev_b, bridge_b)):
             if bridged:
                 run("ip", "-n", ns, "link", "set", "dev", dev, "master", "syfbr")
             run("ip", "-n", ns, "link", "set", "dev", dev, "up")
-        self.ports += [Port(ns_a, dev_a, mbit_a), Port(ns_b, dev_b, mbit_b)]
+        self.ports += [Port(ns_a, dev_a, mbit_a, host_a), Port(ns_b, dev_b, mbit_b)]
 
     def build(self) -> None:
         """Namespaces, bridges and veths, unshaped (call shape_links() after warming the caches)."""
@@ -262,7 +321,7 @@ class Fabric:
             self._namespace(node.ns)
             sw = self.switch_ns[node.switch]
             self._cable(node.ns, "eth0", sw, _peer(node.ns), True, node.nic_out_mbit,
-                        node.nic_in_mbit)
+                        node.nic_in_mbit, host_a=True)
             run("ip", "-n", node.ns, "addr", "add", f"{node.ip}/16", "dev", "eth0")
         self._namespace(self.origin_ns)
         self._cable(self.origin_ns, "eth0", self.spine, "syfwan", True, self.wan_mbit, self.wan_mbit)
@@ -271,7 +330,8 @@ class Fabric:
 
     def shape_links(self, factor: float = 1.0) -> None:
         for port in self.ports:
-            shape(port.ns, port.dev, port.mbit * factor, self.queue_ms)
+            fair = port.host and self.host_queue == "fair"
+            (shape_host if fair else shape)(port.ns, port.dev, port.mbit * factor, self.queue_ms)
 
     def unshape_links(self) -> None:
         for port in self.ports:
@@ -297,6 +357,7 @@ class Fabric:
     def describe(self) -> dict:
         return {"tag": self.tag, "uplinks_mbit": self.uplinks_mbit, "wan_mbit": self.wan_mbit,
                 "congestion": self.congestion or host_congestion(), "queue_ms": self.queue_ms,
+                "host_queue": self.host_queue,
                 "switch_ns": self.switch_ns, "nodes": [vars(n) for n in self.nodes]}
 
     # ------------------------------------------------------------ processes
@@ -402,14 +463,19 @@ class Fabric:
         self.processes.remove(process)
 
     def start_readers(self, node_name: str, streams: list[tuple[list[str], float]],
-                      once: bool = False, process: str = "") -> subprocess.Popen:
-        """The node's reader streams in one process, sharing its XRootD connections as a Dask worker's threads
-        do: (URLs read in order round and round, wire Mbit/s pace or 0). `process` names another process on
-        the node (a batch job of its own). With `once`, each stream reads its URLs once and the process
-        exits; reader_report(node, process) then has their ends. The readers read nothing until
-        release_readers()."""
+                      once: bool = False, process: str = "", shared: bool = False) -> subprocess.Popen:
+        """The node's reader streams in one process: (URLs read in order round and round, wire Mbit/s pace or
+        0). Each stream has XRootD connections of its own, as a worker in a process of its own has (the
+        client keeps one connection per user and server: each stream logs in as a user of its own); with
+        `shared`, the streams share the process's, as a Dask worker's threads do. A host's NIC serves its
+        flows in turn (shape_host), so the two differ: 8 streams on one connection get one flow's turn.
+        `process` names another process on the node (a batch job of its own). With `once`, each stream
+        reads its URLs once and the process exits; reader_report(node, process) then has their ends. The
+        readers read nothing until release_readers()."""
         name = self._readers_name(node_name, process)
         ready = self.workdir / f"{name}.ready"
+        if not shared:
+            streams = [([as_user(url, f"s{i}") for url in urls], mbit) for i, (urls, mbit) in enumerate(streams)]
         spec = {"streams": [{"urls": urls, "wire_mbit": mbit} for urls, mbit in streams], "once": once,
                 "report": str(self.workdir / f"{name}.done.json"), "ready": str(ready), "go": str(self._go)}
         for stale in (self.workdir / f"{name}.done.json", ready):
@@ -501,6 +567,12 @@ class Fabric:
             out[f"host:{node.name}"] = pair((node.ns, "eth0"), (self.switch_ns[node.switch], _peer(node.ns)))
         out["wan"] = pair((self.origin_ns, "eth0"), (self.spine, "syfwan"))
         return out
+
+
+def as_user(url: str, user: str) -> str:
+    """root://host:port/path as `user` (root://user@host:port/path)."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{user}@{rest}"
 
 
 def shaped_bytes(ns: str, dev: str | None = None) -> dict[str, int]:

@@ -5,7 +5,7 @@ between switches; a node is a namespace whose eth0 is a veth into its bridge (nK
 the fabric side). This module shapes that network like the emulated fabric (e2e/fabric.py)
 shapes its own, HTB on the egress of each direction, without changing how it is built:
 
-    node NIC, out of the node    egress of eth0 in the node's namespace
+    node NIC, out of the node    egress of eth0 in the node's namespace, a queue per flow (fabric.shape_host)
     node NIC, into the node      egress of nK in the fabric
     uplink, into switch S        egress of brS (what the fabric routes onto the bridge)
     uplink, out of switch S      brS's ingress redirected to ifbS, shaped on ifbS's egress
@@ -25,16 +25,17 @@ import json
 import pathlib
 
 import realnodes
-from fabric import _bytes, shaped_bytes, unshape
+from fabric import _bytes, shape_host, shaped_bytes, unshape
 from fabric import shape as _shape
 
 WAN_FABRIC_IP, WAN_ORIGIN_IP = "10.250.250.1", "10.250.250.2"
 
 
-def shape(ns: str, dev: str, mbit: float) -> None:
-    """fabric.shape from scratch (HTB cannot change its default class in place: a second run re-shapes)."""
+def shape(ns: str, dev: str, mbit: float, host: bool = False) -> None:
+    """fabric.shape (a host's NIC out: fabric.shape_host) from scratch (HTB cannot change its default class in
+    place: a second run re-shapes)."""
     unshape(ns, dev)
-    _shape(ns, dev, mbit)
+    (shape_host if host else _shape)(ns, dev, mbit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +107,7 @@ class RealFabric:
                 "dev", ifb)
             shape(self.fabric, ifb, mbit)
         for node, mbit in rates.nic.items():
-            shape(self.real.nodes[node]["netns"], "eth0", mbit)
+            shape(self.real.nodes[node]["netns"], "eth0", mbit, host=True)
             shape(self.fabric, self.veth[node], mbit)
         shape(self.wan_ns, "eth0", rates.wan)
         shape(self.fabric, "wan", rates.wan)

@@ -300,6 +300,6 @@ def measure(fabric: Fabric, the: Layout, warmup: float, window: float, repeats: 
 
 
 def fabric_for(tag: str, topology: Topology, the: Layout, scale: float, congestion: str = "",
-               queue_ms: float = QUEUE_MS) -> Fabric:
+               queue_ms: float = QUEUE_MS, host_queue: str = "fair") -> Fabric:
     return Fabric.plan(tag, {s.name: s.uplink_gbps * scale for s in topology.switches}, the.hosts,
-                       topology.wan_gbps * scale, congestion, queue_ms)
+                       topology.wan_gbps * scale, congestion, queue_ms, host_queue)
