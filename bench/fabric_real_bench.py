@@ -61,7 +61,7 @@ import localcluster  # noqa: E402
 import realnodes  # noqa: E402
 import default_scheduler_pods  # noqa: E402
 import sequential_readers  # noqa: E402
-from fabric import cpu_times  # noqa: E402
+from fabric import allow_congestion, cpu_times, host_congestion, restore_congestion  # noqa: E402
 from fabric_real import WAN_ORIGIN_IP, Rates, RealFabric  # noqa: E402
 from fabric_real_report import report  # noqa: E402
 from harness import Cluster, start_operator, stop_operator  # noqa: E402
@@ -465,6 +465,11 @@ def bench(args) -> dict:
     fabric.switch_local_routes()
     if not args.no_shaping:
         fabric.shape(rates)
+    if args.congestion:   # the nodes' own namespaces: what the host-network caches send with
+        allow_congestion(args.congestion)
+        for info in real.nodes.values():
+            realnodes._netns_exec(info["netns"], "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={args.congestion}")
+    meta["congestion"] = args.congestion or host_congestion()
     rng = random.Random(args.seed)
     files = [f"data/{args.file_mib}m/f{i:03d}.bin" for i in range(args.files)]
     if args.reuse:
@@ -557,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=420.0)
     parser.add_argument("--no-shaping", action="store_true")
+    parser.add_argument("--congestion", default="",
+                        help="TCP congestion control in the nodes' namespaces (what the caches send with); default: the host's")
     parser.add_argument("--reuse", action="store_true", help="reuse the cluster and nodes a --keep run left")
     parser.add_argument("--reimport", action="store_true", help="with --reuse: import the images again")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up (then: `down`)")
@@ -583,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             teardown(args.cluster)
+        restore_congestion()
     out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
     out.with_suffix(".partial.json").unlink(missing_ok=True)
     out.write_text(report(result))

@@ -11,6 +11,7 @@ the set-up and one saturated uplink within a loose band, in about 30 s.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -79,8 +80,12 @@ def test_a_saturated_uplink_carries_what_the_flow_model_predicts():
         local = window.mbit("host:rack-a-worker")[1]
         origin = window.mbit("wan")[0]
         shaped_out_a = window.wire_mbit("uplink:rack-a")[0]
+        flows = _flows_served(fabric, "rack-a-cache")
         idle, moved = _held_until_released(fabric, f"root://{fabric.node('rack-a-cache').ip}:{PORT}//f0.root")
     assert not namespaces(PREFIX + "t-"), "teardown left namespaces behind"
+    # Each of the 10 workers' streams has a connection of its own, and the cache host serves each in a
+    # queue of its own (fabric.shape_host); one process's streams sharing a connection would be 2 queues.
+    assert flows >= 10, flows
     assert idle < 20_000 and moved >= 2 << 20, (idle, moved)    # no read before the release, the file after
     assert out_a / SCALE == pytest.approx(predicted["rack-a"].out_gbps, rel=BAND)
     assert in_b / SCALE == pytest.approx(predicted["rack-b"].in_gbps, rel=BAND)
@@ -90,6 +95,12 @@ def test_a_saturated_uplink_carries_what_the_flow_model_predicts():
     # counters see fewer headers, so they read less.
     assert shaped_out_a / SCALE == pytest.approx(40, rel=0.08)
     assert shaped_out_a > out_a
+
+
+def _flows_served(fabric: Fabric, node: str) -> int:
+    """How many of the node's NIC-out queues (a flow each, fabric.shape_host) have sent a MiB or more."""
+    qdiscs = json.loads(run_command("tc", "-n", fabric.node(node).ns, "-j", "-s", "qdisc", "show", "dev", "eth0").stdout)
+    return sum(1 for q in qdiscs if q.get("kind") == "bfifo" and q.get("bytes", 0) >= 1 << 20)
 
 
 def _held_until_released(fabric: Fabric, url: str) -> tuple[int, int]:

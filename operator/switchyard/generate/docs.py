@@ -125,7 +125,15 @@ being read), the summary it last received.
   switches count the hosts) carried 7.6–14.5% less than its fair share in two
   fabric runs: within the default drift threshold (25%), so it reads low
   without raising PredictionDrift. The caution covers full directions only;
-  one 95% full behind two full hosts read 12% low as well.
+  one 95% full behind two full hosts read 12% low as well. An uplink the
+  fair share fills in both directions at once, on cache nodes that send with
+  TCP BBR (the caches use the host's network, so the node's
+  `net.ipv4.tcp_congestion_control`), read 0.75–0.86 of its capacity on real
+  pods; with CUBIC on those nodes, 0.94–0.99
+  (`bench/notes/fabric-real-two-way.md`: the ACKs of one direction wait
+  behind the other's data, and BBR's window runs out). Such a direction can
+  read up to a quarter low, at the default threshold: on BBR cache nodes
+  PredictionDrift may name it.
 - **Readers the map does not place.** A reader whose address is in no
   Node's InternalIPs, pod CIDR or declared outside readers' range counts as
   `client_switch="unknown"`. The map holds every labelled Node's addresses
