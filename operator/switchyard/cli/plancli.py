@@ -28,7 +28,7 @@ import yaml
 from ..api import AnalysisFacilitySpec
 from ..api.uplinkscore import IN, OUT
 from ..planner import FleetRequest, Plan, PoolRequest, Unsatisfiable, baselines, plan
-from ..planner.explain import full_uplinks, idle_cache_nodes, link_words, shortfall
+from ..planner.explain import full_both_ways, full_uplinks, idle_cache_nodes, link_words, shortfall
 from ..planner.fairshare import PAYLOAD, with_fair_share
 from ..topology import InputError, Topology, TopologyError, load_topology, node_info, read_yaml, snapshot
 from ..topology import load_facility as load_facility_file
@@ -271,7 +271,8 @@ def document(result: Plan, topology: Topology, compared: list[Plan] = (), files:
         doc["fairShare"] = {"gbps": result.fair.delivered_gbps, "saturated": list(result.fair.saturated),
                             "servedByHost": dict(result.fair.served),
                             "ringSplit": {p: dict(s) for p, s in result.fair.ring_split.items()}, "files": files,
-                            "fullHostsBehind": {link: list(h) for link, h in result.fair.full_hosts_behind.items()}}
+                            "fullHostsBehind": {link: list(h) for link, h in result.fair.full_hosts_behind.items()},
+                            "fullBothWays": list(full_both_ways(result.fair))}
     if compared:
         doc["baselines"] = [{"planner": b.planner, "predictedGbps": b.predicted_gbps,
                              **({"fairShareGbps": b.fair.delivered_gbps} if b.fair else {}),
@@ -286,6 +287,13 @@ def tandem_line(link: str, hosts: tuple[str, ...]) -> str:
     return (f"caution: the {link_words(link)} is full and its flows also come from {len(hosts)} cache host(s) at "
             f"their cap ({named}): TCP gives flows that queue at both less of the host, so expect less than the fair "
             "share there (fewer workers behind that uplink, or more cache hosts, avoid it)")
+
+
+def both_ways_line(switch: str) -> str:
+    """An uplink full in both directions: each direction's ACKs queue behind the other's data."""
+    return (f"caution: the {switch} uplink is full in both directions: each direction's ACKs wait behind the other's "
+            "data, and cache nodes that send with TCP BBR carried 0.75-0.86 of such an uplink on real pods (CUBIC "
+            "0.94-0.99); check net.ipv4.tcp_congestion_control on the cache nodes")
 
 
 def ring_split_line(pool: str, split: dict, weights: dict, files: int) -> str:
@@ -354,6 +362,7 @@ def table(result: Plan, topology: Topology, fleets: list[str], compared: list[Pl
                      f"(per-host serving; the LP optimum above is the best the routing allows); full: {full or 'nothing'}")
         lines.append(f"all figures are link Gbps: a full link delivers ~{PAYLOAD:.3f} of it as TCP payload at 1500 MTU")
         lines += [tandem_line(link, hosts) for link, hosts in result.fair.full_hosts_behind.items()]
+        lines += [both_ways_line(switch) for switch in full_both_ways(result.fair)]
         if files:
             lines += [ring_split_line(pool, split, result.hash_weights.get(pool) or split, files)
                       for pool, split in result.fair.ring_split.items() if split]

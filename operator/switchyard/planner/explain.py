@@ -13,7 +13,7 @@ from typing import Sequence
 from ..api import uplinkscore
 from ..api.uplinkscore import SATURATED
 from ..topology import Topology
-from .model import FleetRequest, Plan, PoolRequest
+from .model import FairShare, FleetRequest, Plan, PoolRequest
 from .problem import host_eligible
 
 
@@ -48,6 +48,17 @@ def full_uplinks(result: Plan) -> list[str]:
                 words = link_words(uplinkscore.link(direction, load.switch))
                 out.append(f"{words} ({_gbps(gbps)} of {_gbps(load.capacity_gbps)} Gbps)")
     return out
+
+
+def full_both_ways(fair: FairShare) -> tuple[str, ...]:
+    """Switches whose uplink the fair share fills in both directions at once. There the ACKs of one
+    direction's flows wait behind the other direction's data; cache nodes that send with TCP BBR leave
+    such an uplink short of full (0.75-0.86 of it on real pods, CUBIC 0.94-0.99:
+    bench/notes/fabric-real-two-way.md)."""
+    full = set(fair.saturated)
+    switches = {link.partition(":")[2] for link in full if uplinkscore.link_direction(link)}
+    return tuple(sorted(s for s in switches
+                        if all(uplinkscore.link(d, s) in full for d in uplinkscore.DIRECTIONS)))
 
 
 def _remedy(result: Plan, topology: Topology, pools: Sequence[PoolRequest], fleets: Sequence[FleetRequest],

@@ -119,6 +119,30 @@ def test_a_full_uplink_behind_a_full_cache_host_gets_a_caution(tmp_path, capsys)
     assert "caution:" not in out
 
 
+def test_an_uplink_full_both_ways_gets_a_caution(tmp_path, capsys):
+    """bench-fabric-real's facility: hashed readers on both racks fill both uplinks in both directions, where
+    cache nodes on TCP BBR carried 0.75-0.86 of them (bench/notes/fabric-real-two-way.md): the plan says so."""
+    topology = {"wanGbps": 10, "switches": [
+        {"name": s, "uplinkGbps": 10, "nodes": [
+            {"name": "cache", "count": 1, "nicGbps": 25, "cpu": 2, "memoryGiB": 8, "nvmeDisks": 1},
+            {"name": "work", "count": 1, "nicGbps": 25, "cpu": 2, "memoryGiB": 8}]} for s in ("rack-a", "rack-b")]}
+    doc = facility(routing="hashed", network={"wanGbps": 10, "switches": [{"name": "rack-a", "uplinkGbps": 10},
+                                                                          {"name": "rack-b", "uplinkGbps": 10}]},
+                   cachePools=[{"name": "xcache", "serveGbps": 25, "missRatio": 0.0,
+                                "origin": {"host": "origin.example.org"}, "pfc": {"ramGiB": 1},
+                                "resources": {"cpu": "1500m", "memory": "2Gi"}}],
+                   fleets=[{"name": "dask", "replicas": 2, "cores": 1, "memoryGiB": 1, "readGbps": 25,
+                            "dask": {"createScheduler": True}}])
+    code, out, _ = run(tmp_path, capsys, doc, topology)
+    assert code == 0
+    both = [x for x in out.splitlines() if "full in both directions" in x]
+    assert [x.split(" uplink ")[0] for x in both] == ["caution: the rack-a", "caution: the rack-b"], out
+    code, out, _ = run(tmp_path, capsys, doc, topology, "-o", "json")
+    assert json.loads(out)["fairShare"]["fullBothWays"] == ["rack-a", "rack-b"]
+    code, out, _ = run(tmp_path, capsys, facility())      # the usual facility fills no uplink both ways
+    assert "full in both directions" not in out
+
+
 def test_a_file_list_gives_the_ring_split_of_those_files(tmp_path, capsys):
     """--files: ring readers take the split rendezvous hashing gives those paths, not the weights' average;
     the output says which split it used and how far it is from the weights."""
