@@ -146,11 +146,10 @@ def shape_host(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> No
 
     A Linux host queues what its NIC cannot send yet in fq_codel (the default qdisc of systemd's
     distributions and EL9; 1024 flow buckets) or fq: a queue per flow, served in turn. Neither is
-    built into this kernel, nor is sfq; this is sfq from HTB and u32. One FIFO there instead lets TCP
-    Small Queues set the shares: a socket may keep about a millisecond of its own pacing rate in the
-    qdisc, so a flow with a small window keeps a small share and never grows it (a cache host at its
-    cap served some readers 2 Mbit/s and others 6 for a whole run: bench/notes/outside-readers-host-fifo.md).
-    A switch port (the uplinks, a NIC's switch end) stays one FIFO (shape()): no socket sits behind it.
+    built into this kernel, nor is sfq; this is sfq from HTB and u32. One FIFO there instead let a
+    cache host at its cap serve some readers 2 Mbit/s and others 6 for a whole run, the slow ones'
+    windows stuck at 7-12 frames beside 21-47 (bench/notes/outside-readers-host-fifo.md). A switch
+    port (the uplinks, a NIC's switch end) stays one FIFO (shape()).
     """
     rate = f"{mbit:.3f}mbit"
     leaves = PEER_BUCKETS * PORT_BUCKETS
