@@ -5,7 +5,8 @@ weights) on a topology, realises it node by node (the planner's own packing
 witness), builds the fabric (fabric.py) at `scale` Mbit/s per model Gbps, starts
 the real origin and one real cache per cache host from the config switchyard
 renders, warms the caches, shapes the links and runs XRootD-client readers
-(fabric_reader.py, one process per node, a thread per stream):
+(fabric_reader.py, one process per node, a thread per stream, each with XRootD
+connections of its own, Fabric.start_readers):
 
 - a worker stands for `readGbps` of demand and is one reader stream (up to
   STREAMS_PER_NODE per node and routing kind, each then standing for several);
