@@ -427,12 +427,9 @@ def main() -> int:
     parser.add_argument("--demand", choices=DEMANDS, default="paced",
                         help="how a worker's readGbps is held: the reader paces itself (paced), or its node's link in "
                              "is shaped at it (shaped, the runs before e493285: drops frames that crossed an uplink)")
-    parser.add_argument("--congestion", default="",
-                        help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
+    add_tcp_arguments(parser)
     parser.add_argument("--queue-ms", type=float, default=QUEUE_MS,
                         help="every shaped link's drop-tail FIFO, in ms of its rate (e2e/fabric.py shape())")
-    parser.add_argument("--host-queue", default="fair", choices=HOST_QUEUES,
-                        help="a host's NIC out: fair (a queue per flow, as fq_codel) or fifo (the runs before 2026-11-27)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="fabric", help="report file name (without extension)")
     parser.add_argument("--from-json", help="only write the report (md, png) again from a run's JSON")
@@ -513,6 +510,14 @@ def fabric_run_ready(tag: str) -> bool:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     down(PREFIX + tag + "-")
     return True
+
+
+def add_tcp_arguments(parser) -> None:
+    """--congestion and --host-queue, as every emulated-fabric bench takes them."""
+    parser.add_argument("--congestion", default="",
+                        help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
+    parser.add_argument("--host-queue", default="fair", choices=HOST_QUEUES,
+                        help="a host's NIC out: fair (a queue per flow, as fq_codel) or fifo (the runs before 2026-11-27)")
 
 
 def code_version() -> dict:

@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fabric import HOST_QUEUES, PREFIX, Fabric, down, host_congestion, namespaces, run as sh, wait_listening  # noqa: E402
-from fabric_bench import CPU_LIMIT, code_version, fabric_run_ready, flows  # noqa: E402
+from fabric import PREFIX, Fabric, down, host_congestion, namespaces, run as sh, wait_listening  # noqa: E402
+from fabric_bench import CPU_LIMIT, add_tcp_arguments, code_version, fabric_run_ready, flows  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
 from drift_watch import DriftWatch, read_metrics  # noqa: E402
 from fabric_scenario import Layout, Stream, fabric_for, layout, measure, start_exporter, start_servers  # noqa: E402
@@ -396,10 +396,7 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--repeats", type=int, default=3, help="measured windows per run")
-    parser.add_argument("--congestion", default="",
-                        help="TCP congestion control in every namespace (cubic, bbr, reno); default: the host's")
-    parser.add_argument("--host-queue", default="fair", choices=HOST_QUEUES,
-                        help="a host's NIC out: fair (a queue per flow, as fq_codel) or fifo (the runs before 2026-11-27)")
+    add_tcp_arguments(parser)
     parser.add_argument("--runs", type=int, default=3, help="runs of each variant, each on a fabric of its own")
     parser.add_argument("--files", type=int, default=1024, help="files the readers read (more: the ring split closer to its weights)")
     parser.add_argument("--file-kib", type=int, default=512)

@@ -121,11 +121,15 @@ def queue_floor_bytes(queue_ms: float = QUEUE_MS) -> float:
     return 256_000 * min(1.0, queue_ms / QUEUE_MS)
 
 
+def fifo_limit(mbit: float, queue_ms: float = QUEUE_MS) -> int:
+    """Bytes a shaped link's drop-tail FIFO holds: `queue_ms` of its rate, at least queue_floor_bytes(queue_ms)."""
+    return int(max(queue_floor_bytes(queue_ms), mbit * 1e6 / 8 * queue_ms / 1000))
+
+
 def shape(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> None:
-    """HTB at `mbit` on the egress of `dev`, with a drop-tail FIFO of `queue_ms` of its rate, at least
-    queue_floor_bytes(queue_ms)."""
+    """HTB at `mbit` on the egress of `dev`, with a drop-tail FIFO of fifo_limit(mbit, queue_ms)."""
     rate = f"{mbit:.3f}mbit"
-    limit = int(max(queue_floor_bytes(queue_ms), mbit * 1e6 / 8 * queue_ms / 1000))
+    limit = fifo_limit(mbit, queue_ms)
     run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
     run("tc", "-n", ns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate,
         "ceil", rate, "burst", "64k", "cburst", "64k", "quantum", "60000")
@@ -141,7 +145,7 @@ EPHEMERAL_FROM = 0x8000  # Linux's ephemeral ports start at 32768: a port below 
 
 def shape_host(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> None:
     """A host's own NIC out: HTB at `mbit`, its TCP flows hashed by peer address and client port into
-    PEER_BUCKETS × PORT_BUCKETS leaves (each a drop-tail FIFO as long as shape()'s) that share the rate
+    PEER_BUCKETS × PORT_BUCKETS leaves (each a drop-tail FIFO of fifo_limit()) that share the rate
     round-robin, a quantum of one frame each.
 
     A Linux host queues what its NIC cannot send yet in fq_codel (the default qdisc of systemd's
@@ -153,7 +157,7 @@ def shape_host(ns: str, dev: str, mbit: float, queue_ms: float = QUEUE_MS) -> No
     """
     rate = f"{mbit:.3f}mbit"
     leaves = PEER_BUCKETS * PORT_BUCKETS
-    limit = int(max(queue_floor_bytes(queue_ms), mbit * 1e6 / 8 * queue_ms / 1000))
+    limit = fifo_limit(mbit, queue_ms)
     first = 0x100
     lines = [f"qdisc replace dev {dev} root handle 1: htb default {first:x}",
              f"class replace dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} burst 64k cburst 64k "

@@ -3,7 +3,7 @@
 
     sudo python3 bench/notes/scripts/two_way_uplink.py [CC,WAYS ...]    # default: bbr,1 bbr,2 reno,1 reno,2
 
-Two namespaces (syprobe-a, syprobe-b; removed after each trial) and a veth between them, each end shaped by
+Two namespaces (probe_pair.py; removed after each trial) and a veth between them, each end shaped by
 e2e/fabric.py shape() at 30 Mbit/s (a 10 Gbps uplink at bench-fabric-real's 3 Mbit/s per Gbps) with its
 drop-tail FIFO (256 KB: 68 ms). A bulk flow a -> b, and with WAYS 2 one b -> a too (a worker pod on each
 side reading from the other side's cache over one XRootD connection), CC in both namespaces, for 30 s. The
@@ -13,16 +13,15 @@ about 2% of it). bench/notes/fabric-real-two-way.md.
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
 import sys
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "e2e"))
-from fabric import run, shape  # noqa: E402
+from fabric import shape  # noqa: E402
+from probe_pair import A, B, pair, sent, spawn  # noqa: E402
 
-A, B = ("syprobe-a", "10.99.0.1"), ("syprobe-b", "10.99.0.2")
 MBIT, SECONDS, WARM = 30.0, 30, 8
 SINK = """
 import socket, sys
@@ -39,44 +38,23 @@ except OSError: pass          # the sink stopped first
 """
 
 
-def sent(ns: str, dev: str) -> int:
-    qdiscs = json.loads(run("tc", "-n", ns, "-j", "-s", "qdisc", "show", "dev", dev).stdout)
-    return next(q for q in qdiscs if q["kind"] == "htb")["bytes"]
-
-
 def trial(cc: str, ways: int) -> tuple[float, float]:
-    for ns, _ in (A, B):
-        run("ip", "netns", "del", ns, check=False)
     processes = []
-    try:
-        for ns, _ in (A, B):
-            run("ip", "netns", "add", ns)
-            run("ip", "-n", ns, "link", "set", "lo", "up")
-            run("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={cc}")
-        run("ip", "link", "add", "name", "pa", "netns", A[0], "type", "veth", "peer", "name", "pb", "netns", B[0])
-        for (ns, ip), dev in ((A, "pa"), (B, "pb")):
-            run("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
-            run("ip", "-n", ns, "link", "set", dev, "up")
-            shape(ns, dev, MBIT)
+    with pair(cc, processes):
+        for end in (A, B):
+            shape(end[0], end[2], MBIT)
         pairs = [(A, B), (B, A)][:ways]           # (sender, receiver)
-        for _, (ns, ip) in pairs:
-            processes.append(subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", SINK, ip]))
+        for _, receiver in pairs:
+            processes.append(spawn(receiver, SINK, receiver[1]))
         time.sleep(1)
-        for (ns, _), (_, ip) in pairs:
-            processes.append(subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", SOURCE, ip,
-                                               str(SECONDS)]))
+        for sender, receiver in pairs:
+            processes.append(spawn(sender, SOURCE, receiver[1], str(SECONDS)))
         time.sleep(WARM)
-        a0, b0, t0 = sent(A[0], "pa"), sent(B[0], "pb"), time.time()
+        a0, b0, t0 = sent(A), sent(B), time.time()
         time.sleep(SECONDS - WARM - 3)
-        a1, b1, t1 = sent(A[0], "pa"), sent(B[0], "pb"), time.time()
+        a1, b1, t1 = sent(A), sent(B), time.time()
         full = MBIT * 1e6 / 8 * (t1 - t0)
         return (a1 - a0) / full, (b1 - b0) / full
-    finally:
-        for p in processes:
-            p.kill()
-            p.wait()
-        for ns, _ in (A, B):
-            run("ip", "netns", "del", ns, check=False)
 
 
 if __name__ == "__main__":

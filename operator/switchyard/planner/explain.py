@@ -56,9 +56,7 @@ def full_both_ways(fair: FairShare) -> tuple[str, ...]:
     such an uplink short of full (0.75-0.86 of it on real pods, CUBIC 0.94-0.99:
     bench/notes/fabric-real-two-way.md)."""
     full = set(fair.saturated)
-    switches = {link.partition(":")[2] for link in full if uplinkscore.link_direction(link)}
-    return tuple(sorted(s for s in switches
-                        if all(uplinkscore.link(d, s) in full for d in uplinkscore.DIRECTIONS)))
+    return tuple(sorted(s for s in fair.uplinks if all(uplinkscore.link(d, s) in full for d in uplinkscore.DIRECTIONS)))
 
 
 def _remedy(result: Plan, topology: Topology, pools: Sequence[PoolRequest], fleets: Sequence[FleetRequest],
