@@ -135,6 +135,10 @@ class SwitchPlan(Model):
         "less than fairInGbps; `switchyard plan` names the hosts."))
     full_hosts_behind_out: int = Field(default=0, ge=0, description=(
         "As fullHostsBehindIn, for the uplink away from the switch and fairOutGbps."))
+    full_both_ways: bool = Field(default=False, description=(
+        "Whether the fair share fills the switch's uplink in both directions at once. There each direction's ACKs "
+        "wait behind the other's data: on cache nodes whose TCP congestion control is BBR such an uplink carried "
+        "0.75-0.86 of its capacity, with CUBIC 0.94-0.99; `switchyard plan` cautions."))
     outside_readers: int = Field(default=0, ge=0, description=(
         "Readers of spec.outsideReaders behind the switch (not pods: workers counts those)."))
     outside_gbps: float = Field(default=0, description=(

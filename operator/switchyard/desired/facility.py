@@ -15,7 +15,7 @@ from ..builders.facility import build_children, fleet_object_name, pool_object_n
 from ..builders.workerfleet import worker_image
 from ..policy.imagepolicy import refusal
 from ..planner import FleetRequest, Placement, PoolRequest
-from ..planner.explain import shortfall
+from ..planner.explain import full_both_ways, shortfall
 from ..planner.fairshare import with_fair_share
 from ..policy.settings import Settings
 from ..topology import NodeInfo, Topology, snapshot
@@ -257,6 +257,7 @@ def summary(plan: planner.Plan, topology: Topology | None = None) -> dict:
     the readers outside Kubernetes on a switch (topology.outside) apart from its pods."""
     fair = plan.fair
     outside = {u.switch: topology.outside_on(u.switch) for u in plan.uplinks} if topology is not None else {}
+    both_ways = set(full_both_ways(fair)) if fair else set()
     doc = {
         "predictedGbps": plan.predicted_gbps,
         "boundGbps": plan.bound_gbps,
@@ -277,6 +278,7 @@ def summary(plan: planner.Plan, topology: Topology | None = None) -> dict:
                 "fairOutGbps": fair.uplinks[u.switch][uplinkscore.OUT]} if fair else {}),
             **{f"fullHostsBehind{d.title()}": len(hosts) for d in uplinkscore.DIRECTIONS
                if fair and (hosts := fair.full_hosts_behind.get(uplinkscore.link(d, u.switch)))},
+            **({"fullBothWays": True} if u.switch in both_ways else {}),
             **({"outsideReaders": sum(g.count for g in groups),
                 "outsideGbps": round(sum(g.demand_gbps for g in groups), 3),
                 **({"outsideFairGbps": fair.outside.get(u.switch, 0.0)} if fair else {})}

@@ -126,7 +126,8 @@ being read), the summary it last received.
   fabric runs: within the default drift threshold (25%), so it reads low
   without raising PredictionDrift. The caution covers full directions only;
   one 95% full behind two full hosts read 12% low as well. An uplink the
-  fair share fills in both directions at once, on cache nodes that send with
+  fair share fills in both directions at once (`fullBothWays` in the plan's
+  switches), on cache nodes that send with
   TCP BBR (the caches use the host's network, so the node's
   `net.ipv4.tcp_congestion_control`), read 0.75–0.86 of its capacity on real
   pods; with CUBIC on those nodes, 0.94–0.99

@@ -269,6 +269,18 @@ def test_the_plan_counts_the_full_hosts_behind_a_full_uplink():
     assert all("fullHostsBehindIn" not in s and "fullHostsBehindOut" not in s for s in summary(result)["switches"])
 
 
+def test_the_plan_marks_an_uplink_the_fair_share_fills_both_ways():
+    """status.plan.switches[].fullBothWays: written only for a switch whose uplink is full in and out."""
+    topo, pools, fleets = netbound(), [pool(serve=45)], [fleet(replicas=18, cores=4, memory=8, read=2)]
+    result = fairshare.with_fair_share(topo, pools, fleets, plan(topo, pools, fleets))
+    assert all("fullBothWays" not in s for s in summary(result)["switches"])
+    named = dataclasses.replace(result, fair=dataclasses.replace(
+        result.fair, saturated=("up_in:rack-x", "up_out:rack-x", "up_out:rack-c")))
+    rows = {s.name: s for s in PlanSummary.model_validate(summary(named)).switches}
+    assert rows["rack-x"].full_both_ways
+    assert not rows["rack-c"].full_both_ways
+
+
 def test_the_facility_status_carries_the_fair_share_for_every_switch():
     """What the operator writes (desired_facility → status.plan), which the live check reads."""
     from switchyard.api.analysisfacility import AnalysisFacilityStatus
