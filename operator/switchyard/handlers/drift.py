@@ -83,8 +83,9 @@ def check(body: Mapping, plan, plan_summary: Mapping, pool_names: Mapping[str, s
     served = drift.observed_gbps(state.history, expected, now, rules)
     uplinks = drift.observed_uplinks(state.flows, expected, now, rules)
     observed = drift.observations(served, uplinks)
-    predicted = drift.predictions(plan_summary)
-    state.assessment = None if predicted is None else drift.assess(predicted, observed, state.memory, now, rules)
+    predicted, cautions = drift.predictions(plan_summary), drift.cautions(plan_summary)
+    state.assessment = (None if predicted is None
+                        else drift.assess(predicted, observed, state.memory, now, rules, cautions))
     if state.assessment is not None:
         state.memory = state.assessment.memory
         _announce(body, state.assessment, logger)

@@ -219,6 +219,7 @@ class SwitchVerdict:
     observed: float | None
     judged: bool
     drifting: bool
+    caution: str = ""            # why the plan expects this uplink direction to read low (cautions())
 
     @property
     def subject(self) -> Subject:
@@ -235,7 +236,9 @@ class SwitchVerdict:
         ratio = "n/a" if self.ratio is None else f"{self.ratio:.2f}"
         observed = "unmeasured" if self.observed is None else f"{self.observed:.2f} Gbps"
         verb = "served" if self.direction == SERVE else "carried"
-        return f"{name(self.subject)} {verb} {observed}, predicted {self.predicted:.2f} (ratio {ratio})"
+        low = self.caution and self.ratio is not None and self.ratio < 1
+        return (f"{name(self.subject)} {verb} {observed}, predicted {self.predicted:.2f} (ratio {ratio})"
+                + (f", where the plan cautions that it is {self.caution}" if low else ""))
 
 
 @dataclass(frozen=True)
@@ -262,8 +265,10 @@ class Assessment:
 
 
 def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float | None],
-           memory: Mapping[Subject, SwitchDrift], now: float, rules: DriftRules) -> Assessment:
-    """Judge every subject with a prediction; `memory` is the previous assessment's (or seed()).
+           memory: Mapping[Subject, SwitchDrift], now: float, rules: DriftRules,
+           cautions: Mapping[Subject, str] | None = None) -> Assessment:
+    """Judge every subject with a prediction; `memory` is the previous assessment's (or seed()); a subject
+    reading low that the plan cautions about (`cautions`) is named with the caution.
 
     A subject missing from `observed` (or None there) is unmeasured. Whether
     the facility is idle is decided on the serve subjects alone: what its
@@ -302,7 +307,7 @@ def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float 
             cleared.append(subject)
         new_memory[subject] = after
         judged = not idle and seen is not None and max(gbps, seen) >= rules.floor_gbps
-        verdicts.append(SwitchVerdict(*subject, gbps, seen, judged, after.drifting))
+        verdicts.append(SwitchVerdict(*subject, gbps, seen, judged, after.drifting, (cautions or {}).get(subject, "")))
     cleared += sorted(s for s, m in memory.items() if m.drifting and s not in predicted)  # left the plan
     return Assessment(tuple(verdicts), new_memory, tuple(began), tuple(cleared), idle, rules)
 
@@ -391,6 +396,24 @@ def predictions(plan_summary: Mapping | None) -> dict[Subject, float] | None:
     if not switches or any(key not in s for s in switches for key in _PREDICTED.values()):
         return None
     return {(s["name"], direction): float(s[key]) for s in switches for direction, key in _PREDICTED.items()}
+
+
+def cautions(plan_summary: Mapping | None) -> dict[Subject, str]:
+    """(switch, direction) -> why the plan expects that uplink direction to carry less than its fair share, from
+    status.plan (the cautions `switchyard plan` prints): full behind cache hosts at their cap
+    (fullHostsBehindIn/Out), or full both ways (fullBothWays)."""
+    out = {}
+    for s in (plan_summary or {}).get("switches") or []:
+        for direction in UPLINK:
+            why = []
+            if hosts := s.get(f"fullHostsBehind{direction.title()}"):
+                why.append(f"full behind {hosts} cache host(s) at their cap, where TCP leaves it below the fair share")
+            if s.get("fullBothWays"):
+                why.append("full in both directions, where cache nodes sending with TCP BBR leave it up to a "
+                           "quarter short (net.ipv4.tcp_congestion_control; see the admin guide)")
+            if why:
+                out[(s["name"], direction)] = " and ".join(why)
+    return out
 
 
 def observations(served: Mapping[str, float | None],

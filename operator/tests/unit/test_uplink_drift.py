@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from switchyard import conditions as cond
-from switchyard.observe.drift import REASON, SERVE, DriftRules, SwitchDrift, assess, seed, with_drift
+from switchyard.observe.drift import REASON, SERVE, DriftRules, SwitchDrift, assess, cautions, seed, with_drift
 
 RULES = DriftRules()
 # Two switches serving as planned, so the facility is busy; rack-b's uplink is predicted 7.5 Gbps inbound.
@@ -113,3 +113,24 @@ def test_message_names_serve_and_uplink_drifts_and_seed_reads_both_back():
     # A restart seeded from the condition keeps the drift while the bytes still disagree: no new event.
     again = assess(predicted, observed, seed(cond.merge([], 1, "t", **states)), 315, RULES)
     assert drifting(again) == drifting(result) and not again.began and not again.cleared
+
+
+def test_a_low_uplink_the_plan_cautions_about_is_named_with_the_caution():
+    """status.plan's fullBothWays / fullHostsBehindIn become the reason a low reading gives, not a high one."""
+    plan = {"switches": [{"name": "rack-b", "fullBothWays": True, "fullHostsBehindIn": 2},
+                         {"name": "rack-a", "fullHostsBehindOut": 1}, {"name": "rack-c"}]}
+    why = cautions(plan)
+    assert sorted(why) == [("rack-a", "out"), ("rack-b", "in"), ("rack-b", "out")]
+    assert "full behind 2 cache host(s)" in why[("rack-b", "in")] and "both directions" in why[("rack-b", "in")]
+    assert "both directions" in why[("rack-b", "out")] and "behind" not in why[("rack-b", "out")]
+    low = {("rack-b", "in"): 3.1, ("rack-a", "out"): 7.5}
+    first = assess(PREDICTED, {**SERVES, **low}, {}, 0, RULES, why)
+    result = assess(PREDICTED, {**SERVES, **low}, first.memory, 300, RULES, why)
+    assert "(ratio 0.41), where the plan cautions that it is full behind 2 cache host(s)" in result.message()
+    # the caution does not hide the drift, and a direction reading high is not excused by it
+    assert seed(cond.merge([], 1, "t", **with_drift(cond.ready(), result))) == {("rack-b", "in"): SwitchDrift(True)}
+    high = {("rack-a", "out"): 11.0}
+    result = assess(PREDICTED, {**SERVES, **high}, assess(PREDICTED, {**SERVES, **high}, {}, 0, RULES, why).memory,
+                    300, RULES, why)
+    assert drifting(result) == [("rack-a", "out")] and "cautions" not in result.message()
+    assert cautions(None) == {} and cautions({"switches": []}) == {}
