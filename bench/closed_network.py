@@ -10,10 +10,10 @@ while it is slow.
 
 Readers cycling over hosts with probabilities = their file shares, hosts as
 processor-sharing stations of rate min(C_h, n * d): a closed product-form
-(BCMP) network, no fitted parameter. One class of readers is solved exactly
-(the convolution algorithm) while it is small; otherwise, and for several
-classes (reader groups with their own cap d and shares), each host is an
-open station fed by the classes' rates, with the classes' caps pooled into
+(BCMP) network, no fitted parameter. One class of readers (or classes
+alike in cap and shares) is solved exactly (the convolution algorithm) while
+it is small; otherwise, and for several classes (reader groups with their own
+cap d and shares), each host is an open station fed by the classes' rates, with the classes' caps pooled into
 one load-weighted cap, and the class rates are the fixed point that keeps
 every class's reader count (the many-reader limit of the closed network:
 error of order 1/readers, checked against the exact solution in
@@ -77,12 +77,15 @@ def mean_readers(arrival_gbps: float, cap_gbps: float, capacity_gbps: float) -> 
 
 
 def delivered(capacity: Mapping[str, float], classes: Sequence[Readers]) -> tuple[float, ...]:
-    """Gbps each class delivers (its readers together). Hosts missing from `capacity` do not limit."""
+    """Gbps each class delivers (its readers together). Hosts missing from `capacity` do not limit. Classes
+    alike in cap and shares (two racks of the same readers) are one class: solved exactly while small, and
+    split back by their counts."""
     live = [c for c in classes if c.count > 0 and c.cap_gbps > 0]
-    if len(live) == 1 and live[0].count == int(live[0].count) \
-            and live[0].count ** 2 * len(live[0].shares) <= _EXACT_WORK:
-        one = exact(capacity, live[0])
-        return tuple(one if c is live[0] else 0.0 for c in classes)
+    alike = {(c.cap_gbps, tuple(sorted(c.shares.items()))) for c in live}
+    count = sum(c.count for c in live)
+    if len(alike) == 1 and count == int(count) and count ** 2 * len(live[0].shares) <= _EXACT_WORK:
+        one = exact(capacity, Readers(count, live[0].cap_gbps, live[0].shares))
+        return tuple(one * c.count / count if c in live else 0.0 for c in classes)
     return _many(capacity, classes)
 
 

@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from fabric import PREFIX, Fabric, down, host_congestion, namespaces, run as sh, wait_listening  # noqa: E402
 from fabric_bench import CPU_LIMIT, add_tcp_arguments, code_version, fabric_run_ready, flows  # noqa: E402
+from closed_network import of_placement  # noqa: E402
 from fabric_fairshare import of_layout  # noqa: E402
 from drift_watch import DriftWatch, read_metrics  # noqa: E402
 from fabric_scenario import Layout, Stream, fabric_for, layout, measure, start_exporter, start_servers  # noqa: E402
@@ -83,14 +84,17 @@ class Case:
     fleets: list
 
 
-def load_case(where: pathlib.Path, name: str, workers: bool, readers: int = 0) -> Case:
+def load_case(where: pathlib.Path, name: str, workers: bool, readers: int = 0, streams: int = 1) -> Case:
     """The case's facility, with its fleets (`workers`) or without them (its outside readers alone); with
-    `readers`, each outside group has that many, its Gbps split among them."""
+    `readers`, each outside group has that many, and with `streams` each of those counts as that many (a
+    stream reads one file at a time: what the closed network counts as a reader), the group's Gbps split
+    among them."""
     doc = yaml.safe_load((where / f"{name}-facility.yaml").read_text())
     if not workers:
         doc["spec"]["fleets"] = []
-    for group in doc["spec"].get("outsideReaders", []) if readers else ():
-        group["readGbps"], group["count"] = group["readGbps"] * group["count"] / readers, readers
+    for group in doc["spec"].get("outsideReaders", []) if readers or streams > 1 else ():
+        count = (readers or group["count"]) * streams
+        group["readGbps"], group["count"] = group["readGbps"] * group["count"] / count, count
     if any(p.get("missRatio", 0.1) for p in doc["spec"]["cachePools"]):
         raise ValueError("the bench warms its caches: give every pool missRatio 0 so the plan predicts no fills")
     nodes = load_topology(read_yaml(str(where / f"{name}.yaml")), name).node_infos()
@@ -154,21 +158,27 @@ def cache_of(url: str, by_address: dict[str, str]) -> str:
     return by_address[address]
 
 
-def outside_streams(topology, routed: dict[str, dict[str, str]], files: list[str], scale: float) -> list[Stream]:
-    """A stream per outside reader, each file from the cache its rack's routing named, in an order of its own
-    in which every stretch holds each cache's files in the routing's proportion (balanced_order).
+def outside_streams(topology, routed: dict[str, dict[str, str]], files: list[str], scale: float,
+                    per_reader: int = 1) -> list[Stream]:
+    """`per_reader` streams per outside reader, each at its share of the reader's Gbps, each file from the cache
+    its rack's routing named, in an order of its own in which every stretch holds each cache's files in the
+    routing's proportion (balanced_order).
 
-    Each reader is a process of its own, as a batch job is, with its own XRootD connections: in one process
-    XrdCl would carry a rack's readers over one TCP connection per cache, and the racks would split a cache's
-    NIC by connection (TCP's share of a few long flows) rather than by reader (what the fair share models)."""
+    Each reader is a process of its own, as a batch job is, and each of its streams logs in with XRootD
+    connections of its own (Fabric.start_readers): in one connection a rack's readers would split a cache's
+    NIC by connection (TCP's share of a few long flows) rather than by reader (what the fair share models).
+    A batch job reads several files at once (a TaskVine worker's tasks, a Dask worker's threads); with one
+    stream a reader holds one file at a time, and near a cache's cap few such readers bunch on one cache
+    while another idles (bench/closed_network.py)."""
     streams = []
     for g in topology.outside:
         by_cache: dict[str, list[str]] = {}
         for f in files:
             by_cache.setdefault(routed[g.name][f], []).append(f)
-        for i in range(g.count):
-            order = balanced_order(by_cache, random.Random(f"{g.name}/{i}"))
-            streams.append(Stream(g.name, g.name, g.read_gbps * scale, order, True, g.read_gbps, process=f"job{i}"))
+        for i, j in itertools.product(range(g.count), range(per_reader)):
+            order = balanced_order(by_cache, random.Random(f"{g.name}/{i}" + (f"/{j}" if j else "")))
+            streams.append(Stream(g.name, g.name, g.read_gbps * scale / per_reader, order, True,
+                                  g.read_gbps / per_reader, process=f"job{i}"))
     return streams
 
 
@@ -193,6 +203,14 @@ def balanced_order(by_cache: dict[str, list[str]], rng: random.Random) -> list[t
         out.append((cache, queues[cache][taken[cache]]))
         taken[cache] += 1
     return out
+
+
+def closed_gbps(args, plan) -> float:
+    """The outside readers alone as a closed network of sequential readers (bench/closed_network.py), each of
+    their streams a reader of its share of the group's Gbps, on the plan's caches and ring: what readers that
+    hold one file each at a time deliver when few of them share a cache host near its cap."""
+    streams = load_case(pathlib.Path(args.topologies), args.case, False, args.readers, args.reader_streams)
+    return of_placement(streams.topology, streams.pools, [], plan.placement, dict(plan.hash_weights))
 
 
 def scrape_served(fabric: Fabric, caches: list[str]) -> dict[str, dict[str, float]]:
@@ -252,7 +270,7 @@ def measure_variant(case: Case, args, log, declared: bool = True) -> dict:
                 f"{differ}")
         else:   # nothing publishes a ring for readers not declared: they read as the declared run's did
             routed, differ = {g.name: homes for g in case.topology.outside}, None
-        the.streams.extend(outside_streams(case.topology, routed, files, args.scale))
+        the.streams.extend(outside_streams(case.topology, routed, files, args.scale, args.reader_streams))
         for s in the.streams:
             for cache, f in s.urls:
                 the.warm[cache].add(f)
@@ -284,6 +302,7 @@ def measure_variant(case: Case, args, log, declared: bool = True) -> dict:
         "fair_gbps": plan.fair.delivered_gbps, "fair_uplinks": dict(plan.fair.uplinks),
         "fair_outside": dict(plan.fair.outside),
         "fair_layout_gbps": fair_layout.delivered_gbps, "fair_layout_uplinks": fair_layout.uplinks,
+        "closed_gbps": None if case.fleets else round(closed_gbps(args, plan), 3),
         "routed_differ_from_plan": differ, "exporter_served_bytes": served, "declared": declared,
         "drift": watch.summary(),
         "idle_cores_before": round(m.idle_cores_before, 2), "warm_seconds": round(m.warm_seconds, 1),
@@ -344,7 +363,8 @@ def report(results: dict, args, meta: dict) -> str:
         f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}; scale {args.scale} Mbit/s per "
         f"Gbps; {args.runs} runs per variant, each on a fabric of its own, the variants in turn; {args.repeats} "
         f"windows × {args.window:.0f} s after {args.warmup:.0f} s warm-up; {args.files} files × "
-        f"{args.file_kib} KiB; TCP {meta.get('congestion', '?')}; hosts' NIC queues {meta.get('host_queue', 'fifo')} "
+        f"{args.file_kib} KiB; each outside reader a process reading {args.reader_streams} file(s) at once, each "
+        f"stream at that share of its Gbps (--reader-streams); TCP {meta.get('congestion', '?')}; hosts' NIC queues {meta.get('host_queue', 'fifo')} "
         f"(e2e/fabric.py shape_host); run took {meta.get('seconds', float('nan')):.0f} s",
         "",
     ]
@@ -373,6 +393,11 @@ def report(results: dict, args, meta: dict) -> str:
         delivered = [x["summary"]["delivered"] for x in runs]
         lines += [f"| delivered | {r['fair_gbps']:.2f} | {r['fair_layout_gbps']:.2f} | " + " | ".join(
                   f"{m:.2f} ({m / r['fair_gbps']:.3f})" for m in [*delivered, statistics.fmean(delivered)]) + " |", ""]
+        if r.get("closed_gbps") is not None:
+            lines += [f"The closed network of sequential readers (bench/closed_network.py, each outside stream a reader "
+                      f"holding one file at a time, no fitted parameter) delivers {r['closed_gbps']:.2f} Gbps, "
+                      f"{r['closed_gbps'] / r['fair_gbps']:.3f} of the fair share: what bunching on one cache host "
+                      "while another idles costs readers this few near the hosts' caps.", ""]
         for i, x in enumerate(runs, 1):
             lines += [f"Run {i}: CPU headroom before the readers {x['idle_cores_before']} cores, CPU busy max "
                       f"{x['summary']['cpu_busy_max']:.0%} ({'valid' if x['summary']['valid'] else 'INVALID: CPU bound possible'})"
@@ -402,6 +427,9 @@ def main() -> int:
     parser.add_argument("--file-kib", type=int, default=512)
     parser.add_argument("--readers", type=int, default=0,
                         help="readers per outside group, its Gbps split among them (0: the case's count)")
+    parser.add_argument("--reader-streams", type=int, default=4,
+                        help="files each outside reader reads at once, its Gbps split among them (the case's readers "
+                             "each stand for about four of the challenge's workers)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="outside-readers")
     args = parser.parse_args()

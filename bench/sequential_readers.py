@@ -9,8 +9,8 @@ cross-switch shares load) divided among its readers; the cache hosts are the
 processor-sharing stations at their NIC's rate. The uplinks are folded into d, so
 their own fluctuations are not modelled (the stations are the hosts only).
 
-Two figures: `delivered` (closed_network.delivered: exact for one class, otherwise the
-many-reader fixed point) and `exact_pooled` (every reader in one class with the
+Two figures: `delivered` (closed_network.delivered: exact for one class or classes alike in
+cap and shares, otherwise the many-reader fixed point) and `exact_pooled` (every reader in one class with the
 classes' mean cap and reader-weighted shares, solved exactly by convolution).
 """
 

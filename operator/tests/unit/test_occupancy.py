@@ -59,6 +59,16 @@ def test_the_many_reader_limit_is_near_the_exact_solution(count):
     assert _many(caps, [readers])[0] == pytest.approx(exact(caps, readers), rel=3 / count)
 
 
+def test_alike_classes_are_solved_exactly_as_one_and_split_by_count():
+    """Two racks of the same readers: one closed network of all of them, not the many-reader limit."""
+    caps = hosts(2, 45.0)
+    a, b = Readers(12, 6.0, even(caps)), Readers(36, 6.0, even(caps))
+    got = delivered(caps, [a, b])
+    whole = exact(caps, Readers(48, 6.0, even(caps)))
+    assert got == (pytest.approx(whole / 4, rel=1e-12), pytest.approx(whole * 3 / 4, rel=1e-12))
+    assert sum(delivered(caps, [Readers(12, 6.0, even(caps))] * 2)) == pytest.approx(exact(caps, Readers(24, 6.0, even(caps))))
+
+
 def test_classes_keep_their_own_caps_and_hosts():
     """Two classes on disjoint hosts do not interact: each is its own single-class network."""
     caps = {"a": 10.0, "b": 100.0}

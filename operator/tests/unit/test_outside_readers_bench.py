@@ -5,6 +5,8 @@ printed, the fair share on a layout with namespaces no Kubernetes node is, and t
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import pathlib
 import sys
 
@@ -89,6 +91,36 @@ def test_each_outside_reader_is_a_paced_stream_over_every_file_from_its_routed_c
     share = of_layout(case.topology, the, SCALE)
     assert share.uplinks["condor-2x40"]["in"] == pytest.approx(45.0, abs=0.01)
     assert share.uplinks["condor-6x40"]["in"] == pytest.approx(45.0, abs=0.01)
+
+
+def test_a_reader_reading_several_files_at_once_splits_its_gbps_and_keeps_one_process():
+    case, _plan, the = case_layout(False)
+    routed = {g.name: {f: ("k8s-1-xcache", "k8s-2-xcache")[i % 2] for i, f in enumerate(FILES)}
+              for g in case.topology.outside}
+    one = bench.outside_streams(case.topology, routed, FILES, SCALE)
+    four = bench.outside_streams(case.topology, routed, FILES, SCALE, per_reader=4)
+    assert len(four) == 96 and len({(s.node, s.process) for s in four}) == 24       # 24 batch jobs, 4 files each
+    assert all(s.demand_gbps == 1.5 and s.wire_mbit == 1.5 * SCALE for s in four)
+    job = [s.urls for s in four if (s.node, s.process) == ("condor-a", "job0")]
+    assert len(job) == 4 and len({tuple(u) for u in job}) == 4                       # each stream its own order
+    assert job[0] == next(s.urls for s in one if (s.node, s.process) == ("condor-a", "job0"))
+    # the fair share is the same: the reader's Gbps over the same files
+    with_one, with_four = (of_layout(case.topology, dataclasses.replace(the, streams=[*the.streams, *streams]), SCALE)
+                           for streams in (one, four))
+    assert with_four.delivered_gbps == pytest.approx(with_one.delivered_gbps, rel=1e-6)
+    for switch, by_direction in with_one.uplinks.items():
+        assert with_four.uplinks[switch] == pytest.approx(by_direction, abs=1e-6)
+
+
+def test_the_closed_network_counts_each_stream_a_reader_of_its_share():
+    """The readers alone: 24 sequential readers of 6 Gbps on two 45 Gbps caches bunch (0.938 of the fluid share,
+    the convolution's exact figure); as 96 streams of 1.5 Gbps, 0.980."""
+    case, plan, _the = case_layout(False)
+    fair = plan.fair.delivered_gbps
+    closed = {k: bench.closed_gbps(argparse.Namespace(topologies=str(REPO / "bench" / "topologies"), case=bench.CASE,
+                                                      readers=0, reader_streams=k), plan) / fair for k in (1, 4)}
+    assert closed == {1: pytest.approx(0.938, abs=5e-4), 4: pytest.approx(0.980, abs=5e-4)}
+    assert len(case.topology.outside) == 2 and {g.count for g in case.topology.outside} == {12}   # the case's own
 
 
 def test_the_summary_divides_the_measured_uplinks_by_the_plans_fair_share_over_valid_windows():
