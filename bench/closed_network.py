@@ -77,16 +77,21 @@ def mean_readers(arrival_gbps: float, cap_gbps: float, capacity_gbps: float) -> 
 
 
 def delivered(capacity: Mapping[str, float], classes: Sequence[Readers]) -> tuple[float, ...]:
-    """Gbps each class delivers (its readers together). Hosts missing from `capacity` do not limit. Classes
-    alike in cap and shares (two racks of the same readers) are one class: solved exactly while small, and
-    split back by their counts."""
+    """Gbps each class delivers (its readers together). Hosts missing from `capacity` do not limit. When every
+    class is alike in cap and shares (two racks of the same readers), they are one class: solved exactly while
+    small, and split back by their counts."""
     live = [c for c in classes if c.count > 0 and c.cap_gbps > 0]
-    alike = {(c.cap_gbps, tuple(sorted(c.shares.items()))) for c in live}
+    alike = {_likeness(c) for c in live}
     count = sum(c.count for c in live)
     if len(alike) == 1 and count == int(count) and count ** 2 * len(live[0].shares) <= _EXACT_WORK:
         one = exact(capacity, Readers(count, live[0].cap_gbps, live[0].shares))
         return tuple(one * c.count / count if c in live else 0.0 for c in classes)
     return _many(capacity, classes)
+
+
+def _likeness(c: Readers) -> tuple:
+    """Cap and shares to 9 places, none of zero: classes built from sums of the same figures compare alike."""
+    return round(c.cap_gbps, 9), tuple(sorted((h, round(s, 9)) for h, s in c.shares.items() if round(s, 9)))
 
 
 def exact(capacity: Mapping[str, float], readers: Readers) -> float:

@@ -209,8 +209,8 @@ def closed_gbps(args, plan) -> float:
     """The outside readers alone as a closed network of sequential readers (bench/closed_network.py), each of
     their streams a reader of its share of the group's Gbps, on the plan's caches and ring: what readers that
     hold one file each at a time deliver when few of them share a cache host near its cap."""
-    streams = load_case(pathlib.Path(args.topologies), args.case, False, args.readers, args.reader_streams)
-    return of_placement(streams.topology, streams.pools, [], plan.placement, dict(plan.hash_weights))
+    by_stream = load_case(pathlib.Path(args.topologies), args.case, False, args.readers, args.reader_streams)
+    return of_placement(by_stream.topology, by_stream.pools, [], plan.placement, dict(plan.hash_weights))
 
 
 def scrape_served(fabric: Fabric, caches: list[str]) -> dict[str, dict[str, float]]:
@@ -412,6 +412,12 @@ def report(results: dict, args, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def positive(text: str) -> int:
+    if (n := int(text)) < 1:
+        raise argparse.ArgumentTypeError(f"{text}: at least 1")
+    return n
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--case", default=CASE)
@@ -427,7 +433,7 @@ def main() -> int:
     parser.add_argument("--file-kib", type=int, default=512)
     parser.add_argument("--readers", type=int, default=0,
                         help="readers per outside group, its Gbps split among them (0: the case's count)")
-    parser.add_argument("--reader-streams", type=int, default=4,
+    parser.add_argument("--reader-streams", type=positive, default=4,
                         help="files each outside reader reads at once, its Gbps split among them (the case's readers "
                              "each stand for about four of the challenge's workers)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))

@@ -134,9 +134,11 @@ being read), the summary it last received.
   (`bench/notes/fabric-real-two-way.md`: the ACKs of one direction wait
   behind the other's data, and BBR's window runs out). Such a direction can
   read up to a quarter low, at the default threshold: on BBR cache nodes
-  PredictionDrift may name it. A direction the plan cautions about that reads
-  low is named with the caution in the PredictionDrift event and the
-  Degraded message, so the admin reads the likely cause beside the figures.
+  PredictionDrift may name it. A direction the plan cautions about that
+  drifts low carries the caution in the PredictionDrift event and the
+  Degraded message, with what such uplinks read when measured (`[plan
+  caution: full both ways, measured 0.75-0.86 on BBR cache nodes]`): a ratio
+  far below that is not the caution's doing, so check the switch labels.
 - **Readers the map does not place.** A reader whose address is in no
   Node's InternalIPs, pod CIDR or declared outside readers' range counts as
   `client_switch="unknown"`. The map holds every labelled Node's addresses

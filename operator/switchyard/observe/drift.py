@@ -238,7 +238,7 @@ class SwitchVerdict:
         verb = "served" if self.direction == SERVE else "carried"
         low = self.caution and self.ratio is not None and self.ratio < 1
         return (f"{name(self.subject)} {verb} {observed}, predicted {self.predicted:.2f} (ratio {ratio})"
-                + (f", where the plan cautions that it is {self.caution}" if low else ""))
+                + (f" [plan caution: {self.caution}]" if low else ""))
 
 
 @dataclass(frozen=True)
@@ -268,7 +268,7 @@ def assess(predicted: Mapping[Subject, float], observed: Mapping[Subject, float 
            memory: Mapping[Subject, SwitchDrift], now: float, rules: DriftRules,
            cautions: Mapping[Subject, str] | None = None) -> Assessment:
     """Judge every subject with a prediction; `memory` is the previous assessment's (or seed()); a subject
-    reading low that the plan cautions about (`cautions`) is named with the caution.
+    reading low that the plan cautions about (`cautions()`) is named with the caution.
 
     A subject missing from `observed` (or None there) is unmeasured. Whether
     the facility is idle is decided on the serve subjects alone: what its
@@ -399,20 +399,20 @@ def predictions(plan_summary: Mapping | None) -> dict[Subject, float] | None:
 
 
 def cautions(plan_summary: Mapping | None) -> dict[Subject, str]:
-    """(switch, direction) -> why the plan expects that uplink direction to carry less than its fair share, from
-    status.plan (the cautions `switchyard plan` prints): full behind cache hosts at their cap
-    (fullHostsBehindIn/Out), or full both ways (fullBothWays)."""
+    """(switch, direction) -> the cautions `switchyard plan` gives that uplink direction, from status.plan
+    (fullHostsBehindIn/Out, fullBothWays), each a short tag with what such uplinks carried when measured, so
+    that a reading far below it is seen not to be that (short: the Degraded message holds every drifting
+    subject and is cut at conditions.MESSAGE_MAX)."""
     out = {}
     for s in (plan_summary or {}).get("switches") or []:
         for direction in UPLINK:
             why = []
             if hosts := s.get(f"fullHostsBehind{direction.title()}"):
-                why.append(f"full behind {hosts} cache host(s) at their cap, where TCP leaves it below the fair share")
+                why.append(f"full behind {hosts} cache host(s) at their cap, measured 0.86-0.92")
             if s.get("fullBothWays"):
-                why.append("full in both directions, where cache nodes sending with TCP BBR leave it up to a "
-                           "quarter short (net.ipv4.tcp_congestion_control; see the admin guide)")
+                why.append("full both ways, measured 0.75-0.86 on BBR cache nodes")
             if why:
-                out[(s["name"], direction)] = " and ".join(why)
+                out[(s["name"], direction)] = "; ".join(why)
     return out
 
 
