@@ -13,11 +13,11 @@ processor-sharing stations of rate min(C_h, n * d): a closed product-form
 (BCMP) network, no fitted parameter. One class of readers (or classes
 alike in cap and shares) is solved exactly (the convolution algorithm) while
 it is small; otherwise, and for several classes (reader groups with their own
-cap d and shares), each host is an open station fed by the classes' rates, with the classes' caps pooled into
-one load-weighted cap, and the class rates are the fixed point that keeps
-every class's reader count (the many-reader limit of the closed network:
-error of order 1/readers, checked against the exact solution in
-operator/tests/unit/test_occupancy.py).
+cap d and shares), each host is an open station fed by the classes' rates,
+with the classes' caps pooled into one load-weighted cap, and the class
+rates are the fixed point that keeps every class's reader count (the
+many-reader limit of the closed network: error of order 1/readers, checked
+against the exact solution in operator/tests/unit/test_occupancy.py).
 
 Checked on the fabric runs on record (bench/notes/scripts/fairshare_report.py,
 column "closed"): it explains a few per cent of the Nebraska-like loss, not its

@@ -364,7 +364,8 @@ def report(results: dict, args, meta: dict) -> str:
         f"Gbps; {args.runs} runs per variant, each on a fabric of its own, the variants in turn; {args.repeats} "
         f"windows × {args.window:.0f} s after {args.warmup:.0f} s warm-up; {args.files} files × "
         f"{args.file_kib} KiB; each outside reader a process reading {args.reader_streams} file(s) at once, each "
-        f"stream at that share of its Gbps (--reader-streams); TCP {meta.get('congestion', '?')}; hosts' NIC queues {meta.get('host_queue', 'fifo')} "
+        f"stream at that share of its Gbps (--reader-streams); TCP {meta.get('congestion', '?')}; hosts' NIC "
+        f"queues {meta.get('host_queue', 'fifo')} "
         f"(e2e/fabric.py shape_host); run took {meta.get('seconds', float('nan')):.0f} s",
         "",
     ]
