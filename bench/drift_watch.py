@@ -43,6 +43,7 @@ class DriftWatch:
         namespace, its /metrics URL), each labelled with the facility's pool name; `run` runs a command."""
         to_real = scale_mbit_per_gbps / 1000            # model Gbps -> the fabric's real Gbps
         self.predicted = {s: gbps * to_real for s, gbps in (drift.predictions(plan_summary) or {}).items()}
+        self.cautions = drift.cautions(plan_summary)
         self.rules = dataclasses.replace(RULES, floor_gbps=RULES.floor_gbps * to_real)
         self.expected = expected_hosts(plan, {})
         self.exporters, self.run, self.every = exporters, run, every
@@ -78,7 +79,7 @@ class DriftWatch:
         self.flows = drift.record_flows(self.flows, flows, now, keep_seconds=keep)
         observed = drift.observations(drift.observed_gbps(self.history, self.expected, now, self.rules),
                                       drift.observed_uplinks(self.flows, self.expected, now, self.rules))
-        self.assessment = drift.assess(self.predicted, observed, self.memory, now, self.rules)
+        self.assessment = drift.assess(self.predicted, observed, self.memory, now, self.rules, self.cautions)
         self.memory = self.assessment.memory
         self.ever |= {v.subject for v in self.assessment.drifting}
         self.reads += 1
