@@ -371,7 +371,7 @@ def test_ten_sigkills_during_a_thousand_worker_ramp(rcluster):
             while time.monotonic() < until:
                 supervise()
                 time.sleep(0.05)
-            assert holder(kube) == current, f"{current} no longer holds the lease at kill {kill}"
+            assert holder(kube) == current, f"{current} no longer holds the lease at kill {kill}; exits {exits}"
             asked = worker_replicas(kube)
             assert asked < WORKERS, f"kill {kill}: the ramp had already asked for all {WORKERS} workers"
             candidates[current].kill()
@@ -390,7 +390,7 @@ def test_ten_sigkills_during_a_thousand_worker_ramp(rcluster):
         af = wait_converged(kube, NS, workers=WORKERS, timeout=600)
         completed = time.monotonic() - last_kill
         supervise()
-        assert holder(kube) == current
+        assert holder(kube) == current, f"the lease moved from {current} without a kill; exits {exits}"
         time.sleep(2 * RETRY)   # the last renewals and status writes reach the log
 
         # ---- the cluster as it is

@@ -123,8 +123,13 @@ class Renewal:
         return self.clock() - self.renewed_at >= self.timing.renew_deadline
 
     def request_timeout(self) -> float:
-        """A renewal must answer before the deadline, or it is no renewal."""
-        return max(0.5, min(self.timing.retry * 2, self.renewed_at + self.timing.renew_deadline - self.clock()))
+        """The time left before the deadline: a renewal must answer by then, or it is no renewal.
+
+        All of it, as client-go gives each attempt (one context bounded by the renew deadline): an
+        API server slow for a few seconds under load still renews the lease in time. A cap of two
+        retry periods per request left a leader about two tries before its deadline (renewals came
+        up to 2.8 s apart with a 1 s retry in test_leader_ramp on a loaded machine)."""
+        return max(0.5, self.renewed_at + self.timing.renew_deadline - self.clock())
 
 
 def must_stop(observer: Observer, renewal: Renewal) -> str | None:
@@ -153,24 +158,25 @@ class Elector:
         self.pod_label = ""       # the value the API server last took
         self.previous = ""        # who held the lease before this candidate took it
 
-    def try_acquire_or_renew(self, timeout: float = 5) -> bool:
+    def try_acquire_or_renew(self, time_left: Callable[[], float] = lambda: 5.0) -> bool:
         """One attempt: create the lease, or replace it if it is ours or has expired. False on a
-        held lease, a lost race (409) or an unreachable API server."""
+        held lease, a lost race (409) or an unreachable API server. Each request may take
+        `time_left()` as it starts, so that the attempt as a whole ends by the leader's deadline."""
         now = micro_time(self.wall())
         try:
-            lease = self.kube.get("Lease", self.namespace, self.name, timeout=timeout)
+            lease = self.kube.get("Lease", self.namespace, self.name, timeout=time_left())
             if lease is None:
                 self.kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                   "metadata": {"name": self.name, "namespace": self.namespace},
                                   "spec": next_record(None, self.identity, self.timing.lease_seconds, now)},
-                                 timeout=timeout)
+                                 timeout=time_left())
                 return True
             spec = lease.get("spec") or {}
             self.observer.observe(spec, lease["metadata"].get("resourceVersion", ""))
             if not self.observer.may_take():
                 return False
             lease["spec"] = next_record(spec, self.identity, self.timing.lease_seconds, now)
-            self.kube.replace(lease, timeout=timeout)
+            self.kube.replace(lease, timeout=time_left())
             if spec.get("holderIdentity") != self.identity:
                 self.previous = spec.get("holderIdentity") or ""
             return True
@@ -328,7 +334,7 @@ def run_elected(elector: Elector, run: Callable[[str | None], None], *, metrics_
 
     def renew():
         while not done.wait(elector.timing.retry):
-            if elector.try_acquire_or_renew(timeout=renewal.request_timeout()):
+            if elector.try_acquire_or_renew(renewal.request_timeout):
                 renewal.renewed()
                 elector.label_pod("true", timeout=renewal.request_timeout())  # if the first patch did not land
             elif why := must_stop(elector.observer, renewal):
