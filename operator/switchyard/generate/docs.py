@@ -103,7 +103,9 @@ being read), the summary it last received.
   ranges a network plugin's own IPAM gives it (below), by the
   facility's switch label, and the `cidrs` of its `spec.outsideReaders` on
   their switches, re-read when it changes, outside the pods' config
-  checksum). From the same reads as above the operator exports
+  checksum). From the same reads as above, over the same window and timed
+  by the same timestamps (so a late f-stream moves a switch's serve and its
+  uplinks alike), the operator exports
   `switchyard_observed_uplink_gbps{switch, direction}` beside the plan's
   `switchyard_plan_uplink_gbps`: `out` of switch S is what S's caches serve
   to readers on other switches and to readers the client map does not place

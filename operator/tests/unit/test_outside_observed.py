@@ -105,7 +105,8 @@ def flows_text(labels_of, gbps_by_rack: dict[str, float], hosts: dict[str, list[
             lines += [f'switchyard_xcache_served_bytes_total{{{labels},client_switch="{c}"}} {v}'
                       for c, v in by_label.items()]
             lines += [f"switchyard_xcache_origin_bytes_total{{{labels}}} 0",
-                      f"switchyard_xcache_exporter_start_time_seconds{{{labels}}} 1"]
+                      f"switchyard_xcache_exporter_start_time_seconds{{{labels}}} 1",
+                      f"switchyard_xcache_served_bytes_timestamp_seconds{{{labels}}} {1000 + seconds}"]
     return "\n".join(lines) + "\n"
 
 
