@@ -68,7 +68,8 @@ def sent(caches: list[RingCache]) -> dict[str, int]:
         except AssertionError as error:
             daemon = c.cache.daemon
             raise AssertionError(f"cache {c.name}: {error}; its xrootd's exit code: {daemon.process.poll()}, "
-                                 f"its log ends:\n{daemon.log_tail(1500)}{getattr(c.meter, 'describe', str)()}") from None
+                                 f"{daemon.thread_stacks()}; its log ends:\n{daemon.log_tail(1500)}"
+                                 f"{getattr(c.meter, 'describe', str)()}") from None
     return counts
 
 

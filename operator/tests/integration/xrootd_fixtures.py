@@ -175,6 +175,22 @@ class XrootdDaemon:
             time.sleep(0.2)
         return False
 
+    def thread_stacks(self) -> str:
+        """Every thread's stack of this running xrootd (gdb), written beside its log: what a daemon that
+        stopped reporting was doing. A note of why not, when it cannot be taken."""
+        if self.process is None or self.process.poll() is not None or not shutil.which("gdb"):
+            return "no thread stacks (xrootd not running, or no gdb)"
+        try:
+            taken = subprocess.run(["gdb", "-p", str(self.process.pid), "-batch", "-ex", "thread apply all bt"],
+                                   capture_output=True, text=True, timeout=120, check=False)
+        except subprocess.TimeoutExpired:
+            return "no thread stacks (gdb timed out)"
+        logs = Path(os.environ.get("SWITCHYARD_CACHE", Path.home() / ".cache" / "switchyard")) / "e2e-logs" / "xrootd"
+        logs.mkdir(parents=True, exist_ok=True)   # the test's own tree is removed when it ends
+        path = logs / f"{self.name}-{self.process.pid}-stacks.txt"
+        path.write_text(taken.stdout + taken.stderr + "\n---- its log\n" + self.log_tail(20000))
+        return f"its threads' stacks: {path}"
+
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-chars:]
