@@ -157,14 +157,19 @@ class XrootdDaemon:
         raise RuntimeError(f"xrootd {self.name} did not listen on {self.port}:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        # What xrootd leaves in /tmp under its -n name: its env file, and its admin path where the config
+        # names none (the rendered cache config: a pod's /tmp goes with it). A start makes them again.
+        Path(f"/tmp/xrootd.{self.name}.env").unlink(missing_ok=True)
+        shutil.rmtree(Path("/tmp") / self.name, ignore_errors=True)
 
     def wait_for_log(self, text: str, timeout: float = 60) -> bool:
         """True once `text` appears in the log (plugins log after the port opens)."""
