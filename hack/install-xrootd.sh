@@ -14,6 +14,7 @@ PACKAGES=(
   xrootd-server-plugins    # libXrdPss, libXrdPfc (the caching proxy)
   xrootd-scitokens-plugins # libXrdAccSciTokens, for auth.mode=scitokens
   prometheus               # scrapes the exporter in tests
+  gdb                      # the thread stacks of a test's xrootd that stops reporting (xrootd_fixtures.py)
 )
 XROOTD_USER="${XROOTD_USER:-xrootd}"
 

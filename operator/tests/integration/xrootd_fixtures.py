@@ -181,8 +181,8 @@ class XrootdDaemon:
         return False
 
     def thread_stacks(self) -> str:
-        """Every thread's stack of this running xrootd (gdb), written beside its log: what a daemon that
-        stopped reporting was doing. A note of why not, when it cannot be taken."""
+        """Every thread's stack of this running xrootd (gdb) with its log, written to e2e-logs/xrootd: what a
+        daemon that stopped reporting was doing. A note of why not, when it cannot be taken."""
         if self.process is None or self.process.poll() is not None or not shutil.which("gdb"):
             return "no thread stacks (xrootd not running, or no gdb)"
         try:
