@@ -2,8 +2,8 @@
 
 Three caches run from the config switchyard renders, in front of one origin,
 on distinct loopback addresses (127.0.0.2-4: distinct names for the rule).
-Who served what is read from each cache itself: its xrd.report link counter
-(bytes it sent to clients) and its namespace on disk (the files it holds). A
+Who served what is read from the kernel's count of the bytes each cache's port
+sent (routing_rig.KernelMeter) and from its namespace on disk (the files it holds). A
 file read from any cache but the one the planner's rule names fails the test.
 """
 
