@@ -159,13 +159,7 @@ class XrootdDaemon:
     def stop(self) -> None:
         if self.process is None:
             return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        terminate(self.process)
         # What xrootd leaves in /tmp under its -n name: its env file, and its admin path where the config
         # names none (the rendered cache config: a pod's /tmp goes with it). A start makes them again.
         Path(f"/tmp/xrootd.{self.name}.env").unlink(missing_ok=True)
@@ -370,13 +364,18 @@ class Exporter:
             return response.read().decode()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        terminate(self.process)
+
+
+def terminate(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s; returns once the process is gone."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def start_exporter(args: list[str], workdir: Path, env: dict[str, str] | None = None,
