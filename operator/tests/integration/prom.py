@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -25,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from xrootd_fixtures import terminate
 
 
 def _free_port() -> int:
@@ -118,11 +119,5 @@ def run_prometheus(targets: list[str], workdir: Path | None = None,
         prom.wait_for(ready, timeout=60, what="prometheus to be ready")
         yield prom
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+        terminate(process, grace=15)
         shutil.rmtree(base, ignore_errors=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from xrootd_fixtures import (
-    Exporter, SummaryListener, cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until,
+    Exporter, cache_pool, free_port, start_cache, start_exporter, start_origin, wait_until,
 )
 
 from switchyard.api.xcachepool import XCachePoolBody, XCachePoolSpec
@@ -87,12 +87,11 @@ class KernelMeter:
 
     Not xrootd's own xrd.report link counter: an xrootd 5.5.3 of the ring has stopped its summaries for good
     (every thread idle, its report job never run again; the stacks in e2e-logs/xrootd), and nothing read
-    through it could then be told apart. Its reports still go to a SummaryListener (`.port`).
+    through it could then be told apart. Its reports go to a UDP port nothing reads (`.port`).
     """
 
     def __init__(self, cache_port: int) -> None:
-        self.reports = SummaryListener()
-        self.port = self.reports.port
+        self.port = free_port(socket.SOCK_DGRAM)
         self.comment = f"switchyard-ring-{os.getpid()}-{cache_port}"
         self.rule = ["OUTPUT", "-p", "tcp", "--sport", str(cache_port), "-m", "comment", "--comment", self.comment]
         subprocess.run(["iptables", "-w", "-I", *self.rule], check=True, capture_output=True)
@@ -107,15 +106,14 @@ class KernelMeter:
 
     def close(self) -> None:
         subprocess.run(["iptables", "-w", "-D", *self.rule], capture_output=True, check=False)
-        self.reports.close()
 
 
-def listener(name: str, pool) -> KernelMeter:  # noqa: ARG001 - the meter factory's interface
+def kernel_meter(name: str, pool) -> KernelMeter:  # noqa: ARG001 - the meter factory's interface
     return KernelMeter(pool.port)
 
 
 @contextlib.contextmanager
-def running_ring(xrd_base, xrootd_account, count: int, meter: Callable = listener, **pool):
+def running_ring(xrd_base, xrootd_account, count: int, meter: Callable = kernel_meter, **pool):
     """A real origin and `count` caches of one pool in front of it (`pool`: XCachePool overrides).
 
     meter(name, pool body) starts what receives a cache's reports (its `.port`), before the cache starts.

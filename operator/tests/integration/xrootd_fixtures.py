@@ -367,12 +367,12 @@ class Exporter:
         terminate(self.process)
 
 
-def terminate(process: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL after 10 s; returns once the process is gone."""
+def terminate(process: subprocess.Popen, grace: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; returns once the process is gone."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
